@@ -1,0 +1,36 @@
+"""`triton-ready`: the packaged checklist, run by pytest, from anywhere the wheel is installed.
+
+    triton-ready --triton-url=http://HOST:8000 [pytest options]
+    triton-ready --triton-launch=embedded
+    triton-ready report PATH          render Markdown and HTML again from a readiness.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def checklist_dir() -> Path:
+    """Where the checklist's test files are installed."""
+    from . import checks
+
+    return Path(checks.__file__).resolve().parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["report"]:
+        from .report.cli import main as report_main
+
+        return report_main(args[1:])
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        print("\nEvery option of the checklist (group 'triton-ready') and of pytest follows.\n")
+    import pytest
+
+    return int(pytest.main([str(checklist_dir()), "-p", "no:cacheprovider", *args]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

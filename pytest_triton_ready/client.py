@@ -1,0 +1,208 @@
+"""One facade over tritonclient's HTTP and gRPC clients: what the checks ask of a server.
+
+Control-plane calls (health, metadata, config, repository, statistics) go over HTTP; `infer`
+speaks either protocol. Inputs are synthesized from the model's metadata and config, random on
+every call so that a response cache cannot answer in the model's place.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from .inputs import synthesize_inputs
+
+UNREACHABLE = "cannot reach Triton"
+
+
+class TritonUnreachable(ConnectionError):
+    """The server does not answer at all; the message is the one line a user sees."""
+
+
+@dataclass
+class InferOutcome:
+    """One inference: the outputs by name, or the error the server (or transport) gave."""
+
+    model: str
+    ok: bool
+    latency_s: float
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    error: str | None = None
+
+
+def describe_connection_error(url: str, exc: BaseException) -> str:
+    """'cannot reach Triton at URL: connection refused' from whatever the socket layer raised."""
+    reason = getattr(exc, "reason", exc)
+    text = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+    return f"{UNREACHABLE} at {url}: {text.lower()}"
+
+
+class TritonClient:
+    """Health, metadata, repository control, statistics and inference against one server."""
+
+    def __init__(self, http_url: str, grpc_url: str, headers: Mapping[str, str] | None = None,
+                 timeout_s: float = 10.0, dynamic_dim: int = 16,
+                 input_shapes: Mapping[str, Mapping[str, list[int]]] | None = None) -> None:
+        import tritonclient.http as httpclient
+
+        self.http_url = http_url.rstrip("/")
+        self.grpc_url = grpc_url
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s
+        self.dynamic_dim = dynamic_dim
+        self.input_shapes = {m: dict(s) for m, s in (input_shapes or {}).items()}
+        parts = urlsplit(self.http_url)
+        self.http = httpclient.InferenceServerClient(
+            parts.netloc, ssl=parts.scheme == "https", connection_timeout=timeout_s, network_timeout=timeout_s
+        )
+        self._grpc = None
+        self._configs: dict[str, dict[str, Any]] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}
+
+    # -- reachability --------------------------------------------------------------------------
+    def probe(self) -> int:
+        """GET /v2/health/live; the HTTP status, or TritonUnreachable with one readable line."""
+        return self.get_status("/v2/health/live")
+
+    def get_status(self, path: str, method: str = "GET", body: bytes | None = None) -> int:
+        """The HTTP status of one raw request (400 and 403 are answers, not errors)."""
+        return self.raw(path, method, body)[0]
+
+    def raw(self, path: str, method: str = "GET", body: bytes | None = None,
+            headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+        """One raw HTTP request: (status, body). Raises TritonUnreachable when nothing answers."""
+        request = urllib.request.Request(
+            self.http_url + path, data=body, method=method, headers={**self.headers, **(headers or {})}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise TritonUnreachable(describe_connection_error(self.http_url, exc)) from None
+
+    # -- health and metadata -------------------------------------------------------------------
+    def live(self) -> bool:
+        return self.get_status("/v2/health/live") == 200
+
+    def ready(self) -> bool:
+        return self.get_status("/v2/health/ready") == 200
+
+    def model_ready(self, model: str, version: str = "") -> bool:
+        path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/ready"
+        return self.get_status(path) == 200
+
+    def server_metadata(self) -> dict[str, Any]:
+        return self.http.get_server_metadata(headers=self.headers)
+
+    def model_metadata(self, model: str) -> dict[str, Any]:
+        if model not in self._metadata:
+            self._metadata[model] = self.http.get_model_metadata(model, headers=self.headers)
+        return self._metadata[model]
+
+    def model_config(self, model: str, fresh: bool = False) -> dict[str, Any]:
+        """The effective config as JSON (the server's view, defaults filled in)."""
+        if fresh or model not in self._configs:
+            self._configs[model] = self.http.get_model_config(model, headers=self.headers)
+        return self._configs[model]
+
+    def repository_index(self) -> list[dict[str, Any]]:
+        return self.http.get_model_repository_index(headers=self.headers)
+
+    def statistics(self, model: str = "") -> dict[str, Any]:
+        return self.http.get_inference_statistics(model, headers=self.headers)
+
+    # -- repository control --------------------------------------------------------------------
+    def load(self, model: str, config: dict[str, Any] | None = None) -> None:
+        """Load (or reload, when a config override is given) a model; explicit model control only."""
+        self.http.load_model(model, headers=self.headers, config=json.dumps(config) if config else None)
+        self._forget(model)
+
+    def unload(self, model: str, unload_dependents: bool = False) -> None:
+        self.http.unload_model(model, headers=self.headers, unload_dependents=unload_dependents)
+        self._forget(model)
+
+    def _forget(self, model: str) -> None:
+        self._configs.pop(model, None)
+        self._metadata.pop(model, None)
+
+    # -- inference -----------------------------------------------------------------------------
+    def synthesize(self, model: str, batch_size: int = 1, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+        """Random inputs shaped and typed from the model's metadata and config."""
+        return synthesize_inputs(
+            self.model_metadata(model), self.model_config(model), batch_size=batch_size,
+            dynamic_dim=self.dynamic_dim, shapes=self.input_shapes.get(model, {}), rng=rng,
+        )
+
+    def is_sequence_model(self, model: str) -> bool:
+        return "sequence_batching" in self.model_config(model)
+
+    def infer(self, model: str, inputs: dict[str, np.ndarray] | None = None, *, protocol: str = "http",
+              batch_size: int = 1, sequence_id: int = 0, sequence_start: bool = False,
+              sequence_end: bool = False, version: str = "") -> InferOutcome:
+        """Send one inference; a sequence model without a sequence id gets a one-request sequence."""
+        from tritonclient.utils import InferenceServerException
+
+        inputs = inputs if inputs is not None else self.synthesize(model, batch_size)
+        if self.is_sequence_model(model) and not sequence_id:
+            sequence_id = int(np.random.default_rng().integers(1, 2**31))
+            sequence_start = sequence_end = True
+        module = self._module(protocol)
+        infer_inputs = []
+        for name, array in inputs.items():
+            item = module.InferInput(name, list(array.shape), _triton_dtype(array))
+            item.set_data_from_numpy(array)
+            infer_inputs.append(item)
+        client = self.http if protocol == "http" else self.grpc
+        started = time.perf_counter()
+        try:
+            result = client.infer(
+                model, infer_inputs, model_version=version, headers=self.headers or None,
+                sequence_id=sequence_id, sequence_start=sequence_start, sequence_end=sequence_end,
+                **({"timeout": int(self.timeout_s * 1e6)} if protocol == "http" else {"client_timeout": self.timeout_s}),
+            )
+        except InferenceServerException as exc:
+            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=exc.message())
+        except (OSError, ConnectionError) as exc:
+            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs,
+                                error=describe_connection_error(self.http_url, exc))
+        latency = time.perf_counter() - started
+        response = result.get_response()
+        names = [o["name"] for o in response["outputs"]] if isinstance(response, dict) else [o.name for o in response.outputs]
+        return InferOutcome(model, True, latency, {n: result.as_numpy(n) for n in names}, inputs)
+
+    @property
+    def grpc(self):
+        if self._grpc is None:
+            import tritonclient.grpc as grpcclient
+
+            self._grpc = grpcclient.InferenceServerClient(self.grpc_url)
+        return self._grpc
+
+    @staticmethod
+    def _module(protocol: str):
+        if protocol == "grpc":
+            import tritonclient.grpc as module
+        else:
+            import tritonclient.http as module
+        return module
+
+    def close(self) -> None:
+        self.http.close()
+        if self._grpc is not None:
+            self._grpc.close()
+
+
+def _triton_dtype(array: np.ndarray) -> str:
+    from tritonclient.utils import np_to_triton_dtype
+
+    return np_to_triton_dtype(array.dtype)

@@ -1,0 +1,212 @@
+"""The pytest plugin: options, public fixtures, the `triton_check` marker and the report hooks.
+
+Public fixtures: `triton_settings`, `triton`, `triton_metrics`, `check`. Everything heavy (the
+tritonclient stack, a launched server) is created only when a check asks for it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pytest
+
+from .recorder import CheckRecorder
+from .report.model import Evidence, Result, Verdict
+from .run import Run, now_iso
+from .settings import OPTIONS, SettingsError, build_settings
+
+RUN_KEY = pytest.StashKey[Run]()
+RECORDER_KEY = pytest.StashKey[CheckRecorder]()
+
+PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", "OPS": "operations",
+                   "SEC": "security"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("triton-ready", "production readiness of a Triton Inference Server")
+    for option in OPTIONS:
+        group.addoption(option.cli, dest=option.dest, metavar=option.metavar, default=None,
+                        help=f"{option.help} [env {option.env}; ini {option.ini}; yaml {option.yaml_path}]")
+        parser.addini(option.ini, option.help, default=None)
+    group.addoption("--triton-config", dest="triton_config", metavar="YAML", default=None,
+                    help="YAML settings file (triton-ready.yaml). [env TRITON_READY_CONFIG; ini triton_config]")
+    parser.addini("triton_config", "YAML settings file (triton-ready.yaml).", default=None)
+    group.addoption("--triton-header", dest="triton_headers", action="append", default=[], metavar="'NAME: VALUE'",
+                    help="Extra request header, e.g. for auth; repeatable. Values never appear in any output.")
+    group.addoption("--triton-threshold", dest="triton_thresholds", action="append", default=[], metavar="NAME=VALUE",
+                    help="Override a named threshold (see README); repeatable.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "triton_check(id, phase=None, blocking=True): a readiness check with its checklist id "
+        "(CFG-1, PERF-2, ...); phase defaults from the id's prefix.",
+    )
+    cli = {o.dest: config.getoption(o.dest) for o in OPTIONS}
+    ini = {o.ini: config.getini(o.ini) for o in OPTIONS}
+    ini["triton_config"] = config.getini("triton_config")
+    try:
+        settings = build_settings(
+            cli, ini, config_file=config.getoption("triton_config"),
+            cli_headers=config.getoption("triton_headers"), cli_thresholds=config.getoption("triton_thresholds"),
+        )
+    except SettingsError as exc:
+        raise pytest.UsageError(f"triton-ready: {exc}") from None
+    config.stash[RUN_KEY] = Run(settings)
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def triton_settings(pytestconfig: pytest.Config):
+    """The run's typed Settings (URLs, models in scope, SLOs, thresholds, YAML sections)."""
+    return pytestconfig.stash[RUN_KEY].settings
+
+
+@pytest.fixture(scope="session")
+def triton(pytestconfig: pytest.Config) -> Iterator:
+    """The server under test (a Target): `.client` speaks to it, `.models()` lists the models in
+    scope, `.launcher` owns the process when the run launched it. An unreachable server fails
+    every check that uses it with one line."""
+    from .client import TritonUnreachable
+    from .launchers import LaunchError
+    from .target import Target
+
+    run = pytestconfig.stash[RUN_KEY]
+    if run.target_error:
+        pytest.fail(run.target_error, pytrace=False)
+    try:
+        run.target = Target.open(run.settings)
+    except (LaunchError, TritonUnreachable) as exc:
+        run.target_error = str(exc)
+        pytest.fail(run.target_error, pytrace=False)
+    run.context = run.collect_context()
+    try:
+        yield run.target
+    finally:
+        run.context = run.collect_context()
+        run.target.close()
+
+
+@pytest.fixture
+def triton_metrics(triton):
+    """Scrapes the server's Prometheus endpoint: `triton_metrics()` returns a MetricsSnapshot."""
+    return triton.scrape_metrics
+
+
+@pytest.fixture
+def check(request: pytest.FixtureRequest) -> CheckRecorder:
+    """The record of the running check: `measure`, `finding`, `recommend`, `evidence`, `chart`,
+    `not_applicable`, `incomplete`. A missed threshold or an error finding fails the check."""
+    recorder = request.node.stash.get(RECORDER_KEY, None)
+    if recorder is None:
+        pytest.fail("the `check` fixture needs a @pytest.mark.triton_check(...) marker", pytrace=False)
+    return recorder
+
+
+# -- turning records into outcomes and results ---------------------------------------------------
+def _result_for(item: pytest.Item) -> Result | None:
+    marker = item.get_closest_marker("triton_check")
+    if marker is None:
+        return None
+    check_id = marker.kwargs.get("id") or (marker.args[0] if marker.args else None)
+    if not check_id:
+        raise pytest.UsageError(f"{item.nodeid}: triton_check marker needs an id")
+    phase = marker.kwargs.get("phase") or PHASE_OF_PREFIX.get(check_id.split("-")[0], "other")
+    doc = (getattr(item, "function", None).__doc__ or item.name).strip().splitlines()[0]
+    return Result(check_id, phase, doc.rstrip("."), item.nodeid, blocking=marker.kwargs.get("blocking", True))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    result = _result_for(item)
+    if result is not None:
+        item.stash[RECORDER_KEY] = CheckRecorder(result)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    outcome = yield
+    recorder = pyfuncitem.stash.get(RECORDER_KEY, None)
+    if recorder is not None and recorder.failed:
+        pytest.fail(recorder.failure_text(), pytrace=False)
+    return outcome
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    recorder = item.stash.get(RECORDER_KEY, None)
+    if recorder is None:
+        return report
+    result = recorder.result
+    if report.when == "setup" and report.outcome != "passed" or report.when == "call":
+        result.duration_s += report.duration
+        _settle_verdict(result, recorder, report, call)
+        if result not in item.config.stash[RUN_KEY].results:
+            item.config.stash[RUN_KEY].results.append(result)
+        if report.failed:
+            _attach_server_log(item, report, result)
+        for name, value in (("check_id", result.check_id), ("phase", result.phase),
+                            ("verdict", result.verdict.value)):
+            report.user_properties.append((name, value))
+    return report
+
+
+def _settle_verdict(result: Result, recorder: CheckRecorder, report: pytest.TestReport, call: pytest.CallInfo) -> None:
+    if report.skipped:
+        if result.verdict not in (Verdict.NOT_APPLICABLE, Verdict.INCOMPLETE):
+            result.verdict = Verdict.INCOMPLETE
+            result.reason = _skip_reason(report)
+        return
+    if report.passed:
+        result.verdict = Verdict.PASS
+        return
+    message = _short_message(call)
+    if report.when == "setup":
+        result.verdict = Verdict.ERROR
+        result.reason = message
+        return
+    result.verdict = Verdict.FAIL if recorder.failed or _is_check_failure(call) else Verdict.ERROR
+    if not recorder.errors:
+        recorder.finding(message, rule=result.check_id)
+
+
+def _is_check_failure(call: pytest.CallInfo) -> bool:
+    return call.excinfo is not None and call.excinfo.errisinstance((AssertionError, pytest.fail.Exception))
+
+
+def _short_message(call: pytest.CallInfo) -> str:
+    if call.excinfo is None:
+        return ""
+    exc = call.excinfo.value
+    text = getattr(exc, "msg", None) or str(exc) or call.excinfo.typename
+    return text.strip().splitlines()[0] if text.strip() else call.excinfo.typename
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _attach_server_log(item: pytest.Item, report: pytest.TestReport, result: Result) -> None:
+    target = item.config.stash[RUN_KEY].target
+    if target is None or not target.owns_process:
+        return
+    excerpt = target.server_log(40)
+    if excerpt:
+        report.sections.append(("tritonserver log (last 40 lines)", excerpt))
+        result.evidence.append(Evidence("server log (last 40 lines)", excerpt))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is None or not run.results:
+        return
+    run.finished_at = now_iso()
+    from .report import write_reports
+
+    write_reports(run, run.settings.readiness_report)

@@ -1,0 +1,126 @@
+"""The result model: what one check recorded. The single source of every report format."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = "1.0"
+
+PHASES = ("config", "performance", "monitoring", "operations", "security")
+
+
+class Verdict(str, enum.Enum):
+    """How one check ended.
+
+    PASS and FAIL are measured outcomes. INCOMPLETE means the check could not run or its
+    measurement was not valid (it blocks a READY verdict). NOT_APPLICABLE means the deployment has
+    nothing for the check to look at (it does not block). ERROR means the check itself broke.
+    """
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCOMPLETE = "incomplete"
+    NOT_APPLICABLE = "not_applicable"
+    ERROR = "error"
+
+
+@dataclass
+class Measurement:
+    """One measured value with its unit, and the threshold it was held against, if any."""
+
+    name: str
+    value: float | int | str | None
+    unit: str = ""
+    model: str | None = None
+    threshold: float | int | None = None
+    comparison: str | None = None  # "<=", ">=", "<", ">", "=="
+    threshold_source: str | None = None  # default, ini, yaml:<file>, env:<VAR>, cli
+    passed: bool | None = None
+
+
+@dataclass
+class Finding:
+    """What is wrong, in one sentence; `rule` names the rule that found it."""
+
+    message: str
+    severity: str = "error"  # error | warning | info
+    rule: str | None = None
+    model: str | None = None
+    value: Any = None
+
+
+@dataclass
+class Evidence:
+    """Raw material behind a verdict: a failing request's error, a server-log excerpt."""
+
+    label: str
+    text: str
+
+
+@dataclass
+class Series:
+    name: str
+    points: list[tuple[float, float]]
+
+
+@dataclass
+class Chart:
+    """Data for one chart; the report draws it (line or bar), the check only supplies numbers."""
+
+    title: str
+    x_label: str
+    y_label: str
+    series: list[Series]
+    kind: str = "line"  # line | bar | timeline
+    markers: list[dict[str, Any]] = field(default_factory=list)  # {"x": ..., "label": ...}
+
+
+@dataclass
+class Result:
+    """Everything one check recorded: identity, verdict, measurements, findings, advice, evidence."""
+
+    check_id: str
+    phase: str
+    title: str
+    nodeid: str
+    verdict: Verdict = Verdict.PASS
+    blocking: bool = True
+    reason: str | None = None
+    measurements: list[Measurement] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    recommendations: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["verdict"] = self.verdict.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        return cls(
+            check_id=data["check_id"],
+            phase=data["phase"],
+            title=data["title"],
+            nodeid=data["nodeid"],
+            verdict=Verdict(data["verdict"]),
+            blocking=data.get("blocking", True),
+            reason=data.get("reason"),
+            measurements=[Measurement(**m) for m in data.get("measurements", [])],
+            findings=[Finding(**f) for f in data.get("findings", [])],
+            recommendations=list(data.get("recommendations", [])),
+            evidence=[Evidence(**e) for e in data.get("evidence", [])],
+            charts=[
+                Chart(
+                    **{k: v for k, v in c.items() if k != "series"},
+                    series=[Series(s["name"], [tuple(p) for p in s["points"]]) for s in c["series"]],
+                )
+                for c in data.get("charts", [])
+            ],
+            duration_s=data.get("duration_s", 0.0),
+        )

@@ -1,0 +1,54 @@
+"""The state of one run: settings, the target once opened, and every Result recorded so far."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+from dataclasses import dataclass, field
+from typing import Any
+
+from .report.model import Result
+from .settings import Settings
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Run:
+    settings: Settings
+    results: list[Result] = field(default_factory=list)
+    target: Any = None
+    target_error: str | None = None
+    started_at: str = field(default_factory=now_iso)
+    finished_at: str | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+
+    def collect_context(self) -> dict[str, Any]:
+        """Server version, extensions and models, runner versions; what the report's header shows."""
+        from . import __version__
+
+        context: dict[str, Any] = {
+            "runner": {"pytest_triton_ready": __version__, "python": platform.python_version(),
+                       "host": platform.node()},
+            "launcher": self.settings.launch,
+        }
+        if self.target is not None:
+            client = self.target.client
+            try:
+                meta = client.server_metadata()
+                context["server"] = {"name": meta.get("name"), "version": meta.get("version"),
+                                     "extensions": meta.get("extensions", [])}
+                context["models"] = [
+                    {"name": e.get("name"), "version": e.get("version"), "state": e.get("state"),
+                     "reason": e.get("reason")}
+                    for e in client.repository_index()
+                ]
+            except Exception as exc:  # the server may be gone by now; the report says so
+                context["server_error"] = str(exc)
+            context["endpoints"] = vars(self.target.endpoints)
+        elif self.target_error:
+            context["server_error"] = self.target_error
+        context.update(self.context)
+        return context

@@ -1,0 +1,67 @@
+"""Shared fixtures of the plugin's own tests: one real embedded Triton for the session, and a
+helper that runs checklist files through pytester against it and returns the readiness report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHECKS = REPO_ROOT / "checks"
+TEST_REPOSITORIES = Path(__file__).resolve().parent / "repositories"
+
+
+@pytest.fixture(scope="session")
+def demo_server():
+    """A real tritonserver on the packaged demo repository, shared by the whole test session."""
+    launcher = EmbeddedLauncher(DEMO_REPOSITORY)
+    launcher.start()
+    yield launcher
+    launcher.cleanup()
+
+
+@dataclass
+class ChecklistRun:
+    """What one pytester run of checklist files produced."""
+
+    outcome: pytest.RunResult
+    report_dir: Path
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return json.loads((self.report_dir / "readiness.json").read_text())
+
+    def result(self, test_name: str) -> dict[str, Any]:
+        """The recorded Result of the check function `test_name`."""
+        for result in self.report["results"]:
+            if result["nodeid"].split("::")[-1].split("[")[0] == test_name:
+                return result
+        raise AssertionError(f"no result recorded for {test_name}")
+
+
+@pytest.fixture
+def run_checklist(pytester: pytest.Pytester, demo_server):
+    """Run checklist files (names under checks/, or paths) with pytester, by default against the
+    shared demo server; pass `url=None` plus launcher options to let the run start its own."""
+
+    def run(*files: str, args: tuple[str, ...] = (), url: str | None = "demo", subprocess: bool = False) -> ChecklistRun:
+        paths = [str(CHECKS / f) if not Path(f).is_absolute() else f for f in files] or [str(CHECKS)]
+        options = list(args)
+        if url == "demo":
+            endpoints = demo_server.endpoints
+            options += [f"--triton-url={endpoints.http_url}", f"--triton-grpc-url={endpoints.grpc_url}",
+                        f"--triton-metrics-url={endpoints.metrics_url}"]
+        elif url:
+            options.append(f"--triton-url={url}")
+        report_dir = pytester.path / "report"
+        options += [f"--readiness-report={report_dir}", "-p", "no:cacheprovider"]
+        runner = pytester.runpytest_subprocess if subprocess else pytester.runpytest
+        return ChecklistRun(runner(*paths, *options), report_dir)
+
+    return run
