@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from .recorder import CheckRecorder
-from .report.model import Evidence, Result, Verdict
+from .report.model import PHASES, Evidence, Result, Verdict
 from .run import Run, now_iso
 from .settings import OPTIONS, SettingsError, build_settings
 
@@ -95,6 +95,22 @@ def triton_metrics(triton):
     return triton.scrape_metrics
 
 
+@pytest.fixture(scope="session")
+def gpu(triton):
+    """Reads the server's GPUs (a GpuReader): NVML on the same host, else Triton's nv_gpu_* metrics.
+    `gpu.read()` is empty with `gpu.unavailable_reason` set when neither works."""
+    from .gpu import GpuReader
+
+    return GpuReader.for_target(triton)
+
+
+@pytest.fixture(scope="session")
+def triton_facts(pytestconfig: pytest.Config) -> dict:
+    """Numbers one check leaves for a later one in the same run, e.g. PERF-2's highest throughput
+    within SLO per model (`perf.capacity`), which OPS-2 and the soak use. Checks run in phase order."""
+    return pytestconfig.stash[RUN_KEY].facts
+
+
 @pytest.fixture
 def check(request: pytest.FixtureRequest) -> CheckRecorder:
     """The record of the running check: `measure`, `finding`, `recommend`, `evidence`, `chart`,
@@ -105,15 +121,35 @@ def check(request: pytest.FixtureRequest) -> CheckRecorder:
     return recorder
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run checks in the checklist's phase order, so later phases can use earlier measurements."""
+    order = {phase: i for i, phase in enumerate(PHASES)}
+
+    def rank(item: pytest.Item) -> int:
+        identity = _check_identity(item)
+        return -1 if identity is None else order.get(identity[1], len(order))
+
+    items.sort(key=rank)
+
+
 # -- turning records into outcomes and results ---------------------------------------------------
-def _result_for(item: pytest.Item) -> Result | None:
+def _check_identity(item: pytest.Item) -> tuple[str, str] | None:
+    """(check id, phase) from the item's triton_check marker; None for an ordinary test."""
     marker = item.get_closest_marker("triton_check")
     if marker is None:
         return None
     check_id = marker.kwargs.get("id") or (marker.args[0] if marker.args else None)
     if not check_id:
         raise pytest.UsageError(f"{item.nodeid}: triton_check marker needs an id")
-    phase = marker.kwargs.get("phase") or PHASE_OF_PREFIX.get(check_id.split("-")[0], "other")
+    return check_id, marker.kwargs.get("phase") or PHASE_OF_PREFIX.get(check_id.split("-")[0], "other")
+
+
+def _result_for(item: pytest.Item) -> Result | None:
+    identity = _check_identity(item)
+    if identity is None:
+        return None
+    check_id, phase = identity
+    marker = item.get_closest_marker("triton_check")
     doc = (getattr(item, "function", None).__doc__ or item.name).strip().splitlines()[0]
     return Result(check_id, phase, doc.rstrip("."), item.nodeid, blocking=marker.kwargs.get("blocking", True))
 

@@ -24,6 +24,7 @@ class Run:
     started_at: str = field(default_factory=now_iso)
     finished_at: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def collect_context(self) -> dict[str, Any]:
         """Server version, extensions and models, runner versions; what the report's header shows."""
