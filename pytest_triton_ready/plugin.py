@@ -12,12 +12,15 @@ from typing import Iterator
 import pytest
 
 from .recorder import CheckRecorder
+from .report.junit import junit_properties
 from .report.model import PHASES, Evidence, Result, Verdict
 from .run import Run, now_iso
 from .settings import OPTIONS, SettingsError, build_settings
 
 RUN_KEY = pytest.StashKey[Run]()
 RECORDER_KEY = pytest.StashKey[CheckRecorder]()
+REPORT_FILES_KEY = pytest.StashKey[dict]()
+REPORT_ERROR_KEY = pytest.StashKey[str]()
 
 PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", "OPS": "operations",
                    "SEC": "security"}
@@ -183,9 +186,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             item.config.stash[RUN_KEY].results.append(result)
         if report.failed:
             _attach_server_log(item, report, result)
-        for name, value in (("check_id", result.check_id), ("phase", result.phase),
-                            ("verdict", result.verdict.value)):
-            report.user_properties.append((name, value))
+        # junitxml writes the properties of the teardown report, which copies item.user_properties
+        item.user_properties.extend(junit_properties(result))
+        report.user_properties = list(item.user_properties)
     return report
 
 
@@ -204,6 +207,8 @@ def _settle_verdict(result: Result, recorder: CheckRecorder, report: pytest.Test
         result.reason = message
         return
     result.verdict = Verdict.FAIL if recorder.failed or _is_check_failure(call) else Verdict.ERROR
+    if result.verdict == Verdict.ERROR:
+        result.reason = f"the check broke: {call.excinfo.typename}: {message}" if call.excinfo else message
     if not recorder.errors:
         recorder.finding(message, rule=result.check_id)
 
@@ -239,10 +244,60 @@ def _attach_server_log(item: pytest.Item, report: pytest.TestReport, result: Res
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write readiness.json, readiness.md and readiness.html once every check has run."""
     run = session.config.stash.get(RUN_KEY, None)
     if run is None or not run.results:
         return
     run.finished_at = now_iso()
     from .report import write_reports
 
-    write_reports(run, run.settings.readiness_report)
+    try:
+        session.config.stash[REPORT_FILES_KEY] = write_reports(run, run.settings.readiness_report)
+    except Exception as exc:  # what was measured is already on screen and, if possible, in the JSON
+        session.config.stash[REPORT_ERROR_KEY] = (
+            f"could not write the report into {run.settings.readiness_report}: {type(exc).__name__}: {exc}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """A compact checklist table: one row per check, its verdict, and what decided it."""
+    run = config.stash.get(RUN_KEY, None)
+    if run is None or not run.results:
+        return
+    from .report.terminal import checklist_rows
+
+    writer = terminalreporter
+    writer.section("triton-ready checklist")
+    for head, verdict, markup, detail in checklist_rows(run.results, writer._tw.fullwidth):
+        writer.write(head)
+        writer.write(verdict, **markup)
+        writer.line(detail)
+    if any(not r.blocking for r in run.results):
+        writer.line("* advisory: shown, but does not decide the verdict")
+    files = config.stash.get(REPORT_FILES_KEY, None)
+    if files:
+        writer.line(f"report: {files['html']} (also {files['json'].name}, {files['md'].name})")
+    error = config.stash.get(REPORT_ERROR_KEY, None)
+    if error:
+        writer.line(f"triton-ready: {error}", red=True)
+    _write_verdict(config, writer)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Repeat the verdict as the very last line of the run's output, after pytest's own summary."""
+    writer = config.pluginmanager.get_plugin("terminalreporter")
+    if writer is not None and config.stash.get(RUN_KEY, None) is not None:
+        _write_verdict(config, writer)
+
+
+def _write_verdict(config: pytest.Config, writer) -> None:
+    from .report.terminal import OVERALL_MARKUP
+    from .report.verdict import overall_verdict, verdict_reason
+
+    results = config.stash[RUN_KEY].results
+    if not results:
+        return
+    verdict = overall_verdict(results)
+    writer.write("triton-ready verdict: ")
+    writer.write(verdict, **OVERALL_MARKUP.get(verdict, {}))
+    writer.line(f" ({verdict_reason(results)})")

@@ -27,8 +27,9 @@ class Run:
     facts: dict[str, Any] = field(default_factory=dict)
 
     def collect_context(self) -> dict[str, Any]:
-        """Server version, extensions and models, runner versions; what the report's header shows."""
+        """Server version, extensions and models, GPUs, runner versions; what the report's header shows."""
         from . import __version__
+        from .report.context import gpu_inventory
 
         context: dict[str, Any] = {
             "runner": {"pytest_triton_ready": __version__, "python": platform.python_version(),
@@ -51,5 +52,6 @@ class Run:
             context["endpoints"] = vars(self.target.endpoints)
         elif self.target_error:
             context["server_error"] = self.target_error
+        context["gpus"] = gpu_inventory(self.target)
         context.update(self.context)
         return context

@@ -1,35 +1,47 @@
-"""The readiness report: built from the recorded Results alone."""
+"""The readiness report, built from the recorded Results alone.
+
+`write_reports(run, dir)` writes readiness.json (the document, validated against the shipped
+schema), readiness.md (a CI job summary) and readiness.html (one self-contained page). The
+Markdown and HTML are rendered from the document, so `triton-ready report readiness.json` gives
+the same files again after the run is gone.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
-from .model import SCHEMA_VERSION, Result, Verdict
+from .document import build_document, dumps
+from .verdict import INCOMPLETE, NOT_READY, READY, overall_verdict, verdict_reason
+
+__all__ = ["INCOMPLETE", "NOT_READY", "READY", "build_document", "overall_verdict", "render_files",
+           "verdict_reason", "write_reports"]
 
 
-def overall_verdict(results: list[Result]) -> str:
-    """READY, NOT READY (a check failed or broke) or INCOMPLETE (a blocking check could not run)."""
-    if any(r.verdict in (Verdict.FAIL, Verdict.ERROR) for r in results):
-        return "NOT READY"
-    if any(r.blocking and r.verdict == Verdict.INCOMPLETE for r in results):
-        return "INCOMPLETE"
-    return "READY"
+def render_files(document: dict[str, Any], directory: Path, stem: str = "readiness",
+                 formats: tuple[str, ...] = ("md", "html")) -> dict[str, Path]:
+    """Write the Markdown and/or HTML of `document` as DIR/STEM.md and DIR/STEM.html."""
+    from .html import render_html
+    from .markdown import render_markdown
+
+    renderers = {"md": render_markdown, "html": render_html}
+    written = {}
+    for kind in formats:
+        path = Path(directory) / f"{stem}.{kind}"
+        path.write_text(renderers[kind](document), encoding="utf-8")
+        written[kind] = path
+    return written
 
 
 def write_reports(run, directory: Path) -> dict[str, Path]:
-    """Write readiness.json into `directory`; returns the paths written."""
+    """Write readiness.json, readiness.md and readiness.html into `directory`; returns their paths.
+    The JSON is written first, so that a rendering problem never loses what was measured."""
+    from .schema import validate
+
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    document = {
-        "schema_version": SCHEMA_VERSION,
-        "verdict": overall_verdict(run.results),
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "context": run.context or run.collect_context(),
-        "settings": run.settings.redacted(),
-        "results": [r.to_dict() for r in run.results],
-    }
+    document = build_document(run)
     path = directory / "readiness.json"
-    path.write_text(json.dumps(document, indent=2, default=str))
-    return {"json": path}
+    path.write_text(dumps(document), encoding="utf-8")
+    validate(document, origin=str(path))
+    return {"json": path, **render_files(document, directory)}

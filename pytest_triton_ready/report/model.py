@@ -62,20 +62,32 @@ class Evidence:
 
 @dataclass
 class Series:
+    """One named line (or group of bars) of a chart: (x, y) points; x may be a category for bars."""
+
     name: str
     points: list[tuple[float, float]]
 
 
 @dataclass
 class Chart:
-    """Data for one chart; the report draws it (line or bar), the check only supplies numbers."""
+    """Data for one chart; the report draws it, the check only supplies numbers.
+
+    kind: `line` (x numeric, e.g. latency percentiles or a throughput-latency curve), `bar` (x a
+    category or number), `timeline` (x in seconds from the start; markers are events, and a marker
+    with `until` is a span such as an outage).
+    """
 
     title: str
     x_label: str
     y_label: str
     series: list[Series]
     kind: str = "line"  # line | bar | timeline
-    markers: list[dict[str, Any]] = field(default_factory=list)  # {"x": ..., "label": ...}
+    markers: list[dict[str, Any]] = field(default_factory=list)  # {"x": ..., "label": ..., "until": ...}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Chart:
+        series = [Series(s["name"], [tuple(p) for p in s["points"]]) for s in data.get("series", [])]
+        return _known(cls, {**data, "series": series})
 
 
 @dataclass
@@ -103,6 +115,7 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
+        """The Result a `to_dict` produced; keys this version does not know are ignored."""
         return cls(
             check_id=data["check_id"],
             phase=data["phase"],
@@ -111,16 +124,16 @@ class Result:
             verdict=Verdict(data["verdict"]),
             blocking=data.get("blocking", True),
             reason=data.get("reason"),
-            measurements=[Measurement(**m) for m in data.get("measurements", [])],
-            findings=[Finding(**f) for f in data.get("findings", [])],
+            measurements=[_known(Measurement, m) for m in data.get("measurements", [])],
+            findings=[_known(Finding, f) for f in data.get("findings", [])],
             recommendations=list(data.get("recommendations", [])),
-            evidence=[Evidence(**e) for e in data.get("evidence", [])],
-            charts=[
-                Chart(
-                    **{k: v for k, v in c.items() if k != "series"},
-                    series=[Series(s["name"], [tuple(p) for p in s["points"]]) for s in c["series"]],
-                )
-                for c in data.get("charts", [])
-            ],
+            evidence=[_known(Evidence, e) for e in data.get("evidence", [])],
+            charts=[Chart.from_dict(c) for c in data.get("charts", [])],
             duration_s=data.get("duration_s", 0.0),
         )
+
+
+def _known(kind: type, data: dict[str, Any]) -> Any:
+    """An instance of the dataclass `kind` from the keys of `data` it declares."""
+    names = {f.name for f in dataclasses.fields(kind)}
+    return kind(**{k: v for k, v in data.items() if k in names})

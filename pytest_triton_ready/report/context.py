@@ -1,0 +1,42 @@
+"""Context the report's header shows that Run.collect_context does not read itself: the GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def gpu_inventory(target) -> dict[str, Any]:
+    """The server's GPUs (NVML on the same host, Triton's nv_gpu_* metrics otherwise), or none
+    with the reason none is visible."""
+    if target is None:
+        return {"source": None, "gpus": [], "unavailable_reason": "no server was opened in this run"}
+    from ..gpu import GpuReader
+
+    reader = GpuReader.for_target(target)
+    try:
+        readings = reader.read()
+    except Exception as exc:  # the report must still be written when the GPU read breaks
+        return {"source": None, "gpus": [], "unavailable_reason": f"reading the GPUs failed: {exc}"}
+    return {
+        "source": reader.source,
+        "gpus": [
+            {"index": r.index, "uuid": r.uuid, "name": r.name, "memory_total_bytes": r.memory_total_bytes,
+             "memory_used_bytes": r.memory_used_bytes, "utilization": r.utilization,
+             "power_limit_w": r.power_limit_w}
+            for r in readings
+        ],
+        "unavailable_reason": None if readings else reader.unavailable_reason,
+    }
+
+
+def runner_versions() -> dict[str, str]:
+    """Versions of the libraries that shape the measurements: pytest and tritonclient."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in ("pytest", "tritonclient"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found

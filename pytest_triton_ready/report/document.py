@@ -1,0 +1,79 @@
+"""The readiness document: the JSON form of a run that every other format is rendered from.
+
+`build_document(run)` turns a Run's Results and context into it; `readiness.json` is this document
+as written, and `triton-ready report` renders Markdown and HTML from it again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .context import runner_versions
+from .model import SCHEMA_VERSION, Result
+from .verdict import checklist, overall_verdict, verdict_counts, verdict_reason
+
+DOCUMENT_KIND = "triton-readiness"
+REDACTED = "***"
+
+
+def build_document(run) -> dict[str, Any]:
+    """The whole report of one run, JSON-ready, with every secret value replaced by ***."""
+    results: list[Result] = list(run.results)
+    context = dict(run.context or run.collect_context())
+    context["runner"] = {**runner_versions(), **context.get("runner", {})}
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": DOCUMENT_KIND,
+        "verdict": overall_verdict(results),
+        "verdict_reason": verdict_reason(results),
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "summary": {"total": len(results), **verdict_counts(results)},
+        "checklist": checklist(results),
+        "context": context,
+        "settings": run.settings.redacted(),
+        "results": [r.to_dict() for r in results],
+    }
+    return redact(json_ready(document), run.settings.secrets())
+
+
+def results_of(document: dict[str, Any]) -> list[Result]:
+    return [Result.from_dict(r) for r in document.get("results", [])]
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """The document as readiness.json text: strict JSON (no NaN), stable key order."""
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def json_ready(value: Any) -> Any:
+    """Plain JSON types only: tuples become lists, paths and other objects their text, and a
+    non-finite float its name ("nan", "inf"), since strict JSON has no NaN."""
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):  # enums
+        return value.value
+    return str(value)
+
+
+def redact(value: Any, secrets: list[str]) -> Any:
+    """`value` with every occurrence of a secret (e.g. an auth header's value) replaced by ***."""
+    secrets = [s for s in secrets if s]
+    if not secrets:
+        return value
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+    return value

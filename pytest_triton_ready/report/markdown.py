@@ -1,0 +1,100 @@
+"""readiness.md: the report as a CI job summary. A table of checks (✓ / ✗ / – per row), then each
+failure with its findings, recommendations and evidence, then what could not be decided."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .document import results_of
+from .model import Result, Verdict
+from .text import detail, format_threshold, format_value, measurement_label, shorten
+from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
+
+EVIDENCE_LIMIT = 4000  # characters of one evidence text; job summaries are limited to 1 MiB
+
+
+def render_markdown(document: dict[str, Any]) -> str:
+    results = results_of(document)
+    lines = [f"# Triton readiness: {document['verdict']}", "",
+             f"**{document['verdict']}**: {document['verdict_reason']}.", ""]
+    lines += _context_lines(document)
+    lines += ["", "| | Check | Phase | Title | Verdict | Detail |", "|---|---|---|---|---|---|"]
+    for result in results:
+        verdict = VERDICT_LABELS[result.verdict] + ("" if result.blocking else " (advisory)")
+        lines.append("| " + " | ".join(_cell(c) for c in (
+            VERDICT_SYMBOLS[result.verdict], result.check_id, result.phase, result.title, verdict,
+            shorten(detail(result), 160))) + " |")
+    failures = [r for r in results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+    if failures:
+        lines += ["", "## Failures"]
+        for result in failures:
+            lines += _failure_lines(result)
+    undecided = [r for r in results if r.verdict == Verdict.INCOMPLETE]
+    if undecided:
+        lines += ["", "## Could not run", ""]
+        lines += [f"- – **{r.check_id}** {r.title}: {r.reason}" for r in undecided]
+    not_applicable = [r for r in results if r.verdict == Verdict.NOT_APPLICABLE]
+    if not_applicable:
+        lines += ["", "## Not applicable", ""]
+        lines += [f"- – **{r.check_id}** {r.title}: {r.reason}" for r in not_applicable]
+    warnings = [(r, f) for r in results if r.verdict not in (Verdict.FAIL, Verdict.ERROR)
+                for f in r.findings if f.severity == "warning"]
+    if warnings:
+        lines += ["", "## Warnings", ""]
+        lines += [f"- **{r.check_id}** {f.message}" for r, f in warnings]
+    lines += ["", f"<sub>pytest-triton-ready {document['context'].get('runner', {}).get('pytest_triton_ready', '?')}, "
+                  f"report schema {document['schema_version']}. Full report: readiness.html.</sub>", ""]
+    return "\n".join(lines)
+
+
+def _context_lines(document: dict[str, Any]) -> list[str]:
+    context = document["context"]
+    server = context.get("server")
+    if server:
+        where = (context.get("endpoints") or {}).get("http_url")
+        text = f"{server.get('name') or 'triton'} {server.get('version')}" + (f" at {where}" if where else "")
+    else:
+        text = f"not reached ({context.get('server_error', 'no check opened the server')})"
+    models = ", ".join(
+        f"{m['name']} v{m.get('version') or '?'} ({m.get('state') or '?'})" for m in context.get("models", [])
+    ) or "none listed"
+    gpus = context.get("gpus", {})
+    gpu_text = (", ".join(f"{g['name']}" for g in gpus.get("gpus", [])) + f" (from {gpus.get('source')})"
+                if gpus.get("gpus") else f"none visible: {gpus.get('unavailable_reason')}")
+    return [
+        f"- **Server**: {text}",
+        f"- **Models**: {models}",
+        f"- **GPUs**: {gpu_text}",
+        f"- **Run**: {document['started_at']} to {document.get('finished_at') or '?'}, "
+        f"{document['summary']['total']} checks",
+    ]
+
+
+def _failure_lines(result: Result) -> list[str]:
+    lines = ["", f"### ✗ {result.check_id}: {result.title}", "", f"`{result.nodeid}` ({VERDICT_LABELS[result.verdict]})"]
+    errors = [f for f in result.findings if f.severity == "error"]
+    if errors:
+        lines += ["", "Findings:", ""] + [f"- {f.message}" + (f" *(rule {f.rule})*" if f.rule else "") for f in errors]
+    if result.reason and not errors:
+        lines += ["", f"Reason: {result.reason}"]
+    missed = [m for m in result.measurements if m.passed is False]
+    if missed:
+        lines += ["", "| Measurement | Value | Rule | Threshold from |", "|---|---|---|---|"]
+        lines += ["| " + " | ".join(_cell(c) for c in (measurement_label(m), format_value(m.value, m.unit),
+                                                         format_threshold(m), m.threshold_source or "")) + " |"
+                  for m in missed]
+    if result.recommendations:
+        lines += ["", "Recommendations:", ""] + [f"- {r}" for r in result.recommendations]
+    for item in result.evidence:
+        text = item.text if len(item.text) <= EVIDENCE_LIMIT else item.text[-EVIDENCE_LIMIT:]
+        lines += ["", f"<details><summary>Evidence: {_html_text(item.label)}</summary>", "", "```text",
+                  text.replace("```", "`\u200b``"), "```", "", "</details>"]
+    return lines
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _html_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,64 @@
+"""Wording shared by every format: how a value, a threshold and a check's one-line detail read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Measurement, Result, Verdict
+
+
+def format_value(value: Any, unit: str = "") -> str:
+    """A measured value with its unit: floats to 4 significant digits, nothing for a missing value."""
+    if value is None:
+        text = "—"
+    elif isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, float):
+        text = f"{value:.4g}"
+    else:
+        text = str(value)
+    return f"{text} {unit}".strip() if unit and value is not None else text
+
+
+def format_threshold(measurement: Measurement) -> str:
+    """'<= 50 ms' or '' when the value was not held against anything."""
+    if measurement.threshold is None:
+        return ""
+    return f"{measurement.comparison or ''} {format_value(measurement.threshold, measurement.unit)}".strip()
+
+
+def measurement_label(measurement: Measurement) -> str:
+    """'scale: inference latency' or 'inference latency'."""
+    return f"{measurement.model}: {measurement.name}" if measurement.model else measurement.name
+
+
+def outcome_mark(measurement: Measurement) -> str:
+    """✓ met its threshold, ✗ missed it, nothing when there was none."""
+    return {True: "✓", False: "✗"}.get(measurement.passed, "")
+
+
+def detail(result: Result) -> str:
+    """One line saying what decided a check: the first error, the reason it did not run, or the
+    measurements it took."""
+    errors = [f for f in result.findings if f.severity == "error"]
+    if result.verdict in (Verdict.FAIL, Verdict.ERROR) and errors:
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        return errors[0].message + more
+    if result.reason:
+        return result.reason
+    measured = len(result.measurements)
+    held = [m for m in result.measurements if m.passed is not None]
+    if not measured:
+        return ""
+    text = f"{measured} measurement{'s' if measured != 1 else ''}"
+    if held:
+        text += f", {sum(m.passed for m in held)}/{len(held)} within threshold"
+    warnings = sum(f.severity == "warning" for f in result.findings)
+    if warnings:
+        text += f", {warnings} warning{'s' if warnings != 1 else ''}"
+    return text
+
+
+def shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
