@@ -24,7 +24,7 @@ PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", 
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("triton-ready", "production readiness of a Triton Inference Server")
+    group = parser.getgroup("triton-ready", "triton-ready: production readiness of a Triton Inference Server")
     for option in OPTIONS:
         group.addoption(option.cli, dest=option.dest, metavar=option.metavar, default=None,
                         help=f"{option.help} [env {option.env}; ini {option.ini}; yaml {option.yaml_path}]")
