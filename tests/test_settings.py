@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_triton_ready.settings import SettingsError, build_settings
@@ -97,3 +99,29 @@ def test_a_bad_yaml_file_is_a_pytest_usage_error(pytester, tmp_path):
     result = pytester.runpytest_subprocess(f"--triton-config={config}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*triton-ready: {config}:1: unknown key 'sever'*"])
+
+
+def test_marker_threshold_outranks_the_command_line(pytester):
+    pytester.makepyfile(test_marker="""
+        import pytest
+
+        @pytest.mark.triton_check("CFG-9", thresholds={"success_rate_min": 0.5})
+        def test_marker_wins(check):
+            limit = check.threshold("success_rate_min")
+            assert (limit.value, limit.source) == (0.5, "marker")
+            check.measure("success rate", 0.4, "ratio", threshold=limit, comparison=">=")
+
+        @pytest.mark.triton_check("CFG-9")
+        def test_cli_applies_without_marker(check):
+            limit = check.threshold("success_rate_min")
+            assert (limit.value, limit.source) == (0.3, "cli")
+            check.measure("success rate", 0.4, "ratio", threshold=limit, comparison=">=")
+    """)
+    result = pytester.runpytest_subprocess("--triton-threshold=success_rate_min=0.3", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*CFG-9: success rate is 0.4 ratio, the rule is >= 0.5 ratio*"])
+    report = json.loads((pytester.path / "triton-ready-report" / "readiness.json").read_text())
+    failing = next(r for r in report["results"] if r["nodeid"].endswith("test_marker_wins"))
+    assert failing["verdict"] == "fail"
+    assert failing["measurements"][0]["threshold_source"] == "marker"
+    assert report["verdict"] == "NOT READY"
