@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nEvery option of the checklist (group 'triton-ready') and of pytest follows.\n")
     import pytest
 
-    return int(pytest.main([str(checklist_dir()), "-p", "no:cacheprovider", *args]))
+    checklist = str(checklist_dir())
+    rootdir = [] if any(a.startswith("--rootdir") for a in args) else [f"--rootdir={checklist}"]
+    return int(pytest.main([checklist, "-p", "no:cacheprovider", *rootdir, *args]))
 
 
 if __name__ == "__main__":

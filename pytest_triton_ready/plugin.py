@@ -27,7 +27,7 @@ PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", 
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("triton-ready", "production readiness of a Triton Inference Server")
+    group = parser.getgroup("triton-ready", "triton-ready: production readiness of a Triton Inference Server")
     for option in OPTIONS:
         group.addoption(option.cli, dest=option.dest, metavar=option.metavar, default=None,
                         help=f"{option.help} [env {option.env}; ini {option.ini}; yaml {option.yaml_path}]")
@@ -44,8 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "triton_check(id, phase=None, blocking=True): a readiness check with its checklist id "
-        "(CFG-1, PERF-2, ...); phase defaults from the id's prefix.",
+        "triton_check(id, phase=None, blocking=True, thresholds=None): a readiness check with its "
+        "checklist id (CFG-1, PERF-2, ...); phase defaults from the id's prefix; thresholds={name: value} "
+        "overrides named thresholds for this check only (highest precedence).",
     )
     cli = {o.dest: config.getoption(o.dest) for o in OPTIONS}
     ini = {o.ini: config.getini(o.ini) for o in OPTIONS}
@@ -116,8 +117,8 @@ def triton_facts(pytestconfig: pytest.Config) -> dict:
 
 @pytest.fixture
 def check(request: pytest.FixtureRequest) -> CheckRecorder:
-    """The record of the running check: `measure`, `finding`, `recommend`, `evidence`, `chart`,
-    `not_applicable`, `incomplete`. A missed threshold or an error finding fails the check."""
+    """The record of the running check: `threshold`, `measure`, `finding`, `recommend`, `evidence`,
+    `chart`, `not_applicable`, `incomplete`. A missed threshold or an error finding fails the check."""
     recorder = request.node.stash.get(RECORDER_KEY, None)
     if recorder is None:
         pytest.fail("the `check` fixture needs a @pytest.mark.triton_check(...) marker", pytrace=False)
@@ -160,7 +161,9 @@ def _result_for(item: pytest.Item) -> Result | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     result = _result_for(item)
     if result is not None:
-        item.stash[RECORDER_KEY] = CheckRecorder(result)
+        marker = item.get_closest_marker("triton_check")
+        item.stash[RECORDER_KEY] = CheckRecorder(result, item.config.stash[RUN_KEY].settings,
+                                                 marker.kwargs.get("thresholds"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -27,8 +27,21 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 class CheckRecorder:
     """The record of one check. Public methods are the whole vocabulary a check needs."""
 
-    def __init__(self, result: Result) -> None:
+    def __init__(self, result: Result, settings: Any = None, marker_thresholds: dict[str, float] | None = None) -> None:
         self.result = result
+        self._settings = settings
+        self._marker_thresholds = dict(marker_thresholds or {})
+
+    def threshold(self, name: str) -> ThresholdValue:
+        """The named threshold for this check: the marker's `thresholds={...}` first, then the
+        settings (CLI > env > YAML > ini > default)."""
+        from .thresholds import THRESHOLDS
+
+        if name not in THRESHOLDS:
+            raise KeyError(f"unknown threshold {name!r}; declare it in thresholds.py")
+        if name in self._marker_thresholds:
+            return ThresholdValue(name, float(self._marker_thresholds[name]), THRESHOLDS[name].unit, "marker")
+        return self._settings.threshold(name)
 
     # -- measuring -----------------------------------------------------------------------------
     def measure(

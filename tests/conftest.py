@@ -48,9 +48,11 @@ class ChecklistRun:
 @pytest.fixture
 def run_checklist(pytester: pytest.Pytester, demo_server):
     """Run checklist files (names under checks/, or paths) with pytester, by default against the
-    shared demo server; pass `url=None` plus launcher options to let the run start its own."""
+    shared demo server; pass `url=None` plus launcher options to let the run start its own.
+    Runs go to a subprocess by default: tritonclient's numpy extensions do not survive the
+    re-import an in-process run triggers."""
 
-    def run(*files: str, args: tuple[str, ...] = (), url: str | None = "demo", subprocess: bool = False) -> ChecklistRun:
+    def run(*files: str, args: tuple[str, ...] = (), url: str | None = "demo", subprocess: bool = True) -> ChecklistRun:
         paths = [str(CHECKS / f) if not Path(f).is_absolute() else f for f in files] or [str(CHECKS)]
         options = list(args)
         if url == "demo":

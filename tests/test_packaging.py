@@ -1,0 +1,44 @@
+"""The wheel carries the checklist and the demo repository, so `triton-ready` works outside a clone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+from conftest import REPO_ROOT
+
+
+def test_wheel_ships_checklist_and_demo_models(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "-w", str(tmp_path), str(REPO_ROOT)], check=True)
+    wheel = next(tmp_path.glob("pytest_triton_ready-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "pytest_triton_ready/checks/test_config.py" in names
+    assert "pytest_triton_ready/checks/test_monitoring.py" in names
+    assert "pytest_triton_ready/demo/models/scale/config.pbtxt" in names
+    assert "pytest_triton_ready/demo/models/scale/1/model.py" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "triton_ready = pytest_triton_ready.plugin" in text
+    assert "triton-ready = pytest_triton_ready.cli:main" in text
+
+
+def test_console_script_runs_the_packaged_checklist_from_any_directory(demo_server, tmp_path):
+    endpoints = demo_server.endpoints
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_triton_ready.cli", f"--triton-url={endpoints.http_url}",
+         f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}", "-q"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "passed" in result.stdout
+    assert (tmp_path / "triton-ready-report" / "readiness.json").exists()
+
+
+def test_help_explains_the_options(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "pytest_triton_ready.cli", "--help"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0
+    assert "triton-ready: production readiness" in result.stdout and "--triton-url=URL" in result.stdout
+    assert "TRITON_READY_URL" in result.stdout
