@@ -271,10 +271,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
     writer = terminalreporter
     writer.section("triton-ready checklist")
-    for head, verdict, markup, detail in checklist_rows(run.results, writer._tw.fullwidth):
-        writer.write(head)
-        writer.write(verdict, **markup)
-        writer.line(detail)
+    for row in checklist_rows(run.results, writer._tw.fullwidth):
+        writer.write(row.head)
+        writer.write(row.verdict if row.tail else row.verdict.rstrip(), **row.markup)
+        writer.line(row.tail.rstrip())
+        if row.why:
+            writer.line(row.why)
     if any(not r.blocking for r in run.results):
         writer.line("* advisory: shown, but does not decide the verdict")
     files = config.stash.get(REPORT_FILES_KEY, None)

@@ -35,7 +35,13 @@ class ChecklistRun:
 
     @property
     def report(self) -> dict[str, Any]:
-        return json.loads((self.report_dir / "readiness.json").read_text())
+        """readiness.json, checked against the JSON Schema the package ships."""
+        from pytest_triton_ready.report.schema import schema_errors
+
+        document = json.loads((self.report_dir / "readiness.json").read_text())
+        errors = schema_errors(document)
+        assert not errors, "readiness.json does not match the schema:\n" + "\n".join(errors)
+        return document
 
     def result(self, test_name: str) -> dict[str, Any]:
         """The recorded Result of the check function `test_name`."""

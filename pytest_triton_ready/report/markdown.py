@@ -32,16 +32,16 @@ def render_markdown(document: dict[str, Any]) -> str:
     undecided = [r for r in results if r.verdict == Verdict.INCOMPLETE]
     if undecided:
         lines += ["", "## Could not run", ""]
-        lines += [f"- – **{r.check_id}** {r.title}: {r.reason}" for r in undecided]
+        lines += [f"- – **{r.check_id}** {r.title}: {_one_line(r.reason or '')}" for r in undecided]
     not_applicable = [r for r in results if r.verdict == Verdict.NOT_APPLICABLE]
     if not_applicable:
         lines += ["", "## Not applicable", ""]
-        lines += [f"- – **{r.check_id}** {r.title}: {r.reason}" for r in not_applicable]
+        lines += [f"- – **{r.check_id}** {r.title}: {_one_line(r.reason or '')}" for r in not_applicable]
     warnings = [(r, f) for r in results if r.verdict not in (Verdict.FAIL, Verdict.ERROR)
                 for f in r.findings if f.severity == "warning"]
     if warnings:
         lines += ["", "## Warnings", ""]
-        lines += [f"- **{r.check_id}** {f.message}" for r, f in warnings]
+        lines += [f"- **{r.check_id}** {_one_line(f.message)}" for r, f in warnings]
     lines += ["", f"<sub>pytest-triton-ready {document['context'].get('runner', {}).get('pytest_triton_ready', '?')}, "
                   f"report schema {document['schema_version']}. Full report: readiness.html.</sub>", ""]
     return "\n".join(lines)
@@ -74,9 +74,10 @@ def _failure_lines(result: Result) -> list[str]:
     lines = ["", f"### ✗ {result.check_id}: {result.title}", "", f"`{result.nodeid}` ({VERDICT_LABELS[result.verdict]})"]
     errors = [f for f in result.findings if f.severity == "error"]
     if errors:
-        lines += ["", "Findings:", ""] + [f"- {f.message}" + (f" *(rule {f.rule})*" if f.rule else "") for f in errors]
+        lines += ["", "Findings:", ""] + [f"- {_one_line(f.message)}" + (f" *(rule {f.rule})*" if f.rule else "")
+                                          for f in errors]
     if result.reason and not errors:
-        lines += ["", f"Reason: {result.reason}"]
+        lines += ["", f"Reason: {_one_line(result.reason)}"]
     missed = [m for m in result.measurements if m.passed is False]
     if missed:
         lines += ["", "| Measurement | Value | Rule | Threshold from |", "|---|---|---|---|"]
@@ -92,8 +93,13 @@ def _failure_lines(result: Result) -> list[str]:
     return lines
 
 
+def _one_line(text: str) -> str:
+    """A message as one Markdown line (a multi-line message would break the list it is in)."""
+    return " ".join(str(text).split())
+
+
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return _one_line(text).replace("|", "\\|")
 
 
 def _html_text(text: str) -> str:

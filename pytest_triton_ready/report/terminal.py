@@ -1,8 +1,14 @@
-"""The terminal summary: a compact checklist table, one row per check, and the verdict."""
+"""The terminal summary: a compact checklist table, one row per check, and the verdict.
+
+A passing check takes one line; a check that did not pass gets a second, indented line saying
+why (its first finding, or the reason it could not run), since that is what a reader acts on.
+"""
 
 from __future__ import annotations
 
-from .model import Result
+from dataclasses import dataclass
+
+from .model import Result, Verdict
 from .text import detail, shorten
 from .verdict import VERDICT_LABELS
 
@@ -12,15 +18,28 @@ OVERALL_MARKUP = {"READY": {"green": True, "bold": True}, "NOT READY": {"red": T
                   "INCOMPLETE": {"yellow": True, "bold": True}}
 
 
-def checklist_rows(results: list[Result], width: int = 120) -> list[tuple[str, str, dict, str]]:
-    """(id and title, verdict, the verdict's markup, detail) per result; an advisory check's
-    verdict carries a `*`; the detail is cut to fit `width`."""
+@dataclass
+class Row:
+    head: str  # check id and title, padded
+    verdict: str  # padded; an advisory check's verdict carries a `*`
+    markup: dict
+    tail: str  # what decided it, on the same line (passing checks)
+    why: str  # what decided it, on its own line (every other verdict)
+
+
+def checklist_rows(results: list[Result], width: int = 120) -> list[Row]:
+    """The table's rows, cut to fit `width` columns."""
     id_width = max([len(r.check_id) for r in results] + [5])
-    title_width = 44
+    verdicts = [VERDICT_LABELS[r.verdict] + ("" if r.blocking else "*") for r in results]
+    verdict_width = max(len(v) for v in verdicts) + 2 if verdicts else 8
+    title_width = max(20, min(60, width - id_width - verdict_width - 30))
+    indent = " " * (id_width + 2)
     rows = []
-    for result in results:
-        verdict = VERDICT_LABELS[result.verdict] + ("" if result.blocking else "*")
+    for result, verdict in zip(results, verdicts):
         head = f"{result.check_id:<{id_width}}  {shorten(result.title, title_width):<{title_width}}  "
-        tail = shorten(detail(result), max(width - len(head) - 18, 20))
-        rows.append((head, f"{verdict:<16}", VERDICT_MARKUP.get(result.verdict.value, {}), tail))
+        text = detail(result)
+        passed = result.verdict == Verdict.PASS
+        tail = shorten(text, max(width - len(head) - verdict_width, 10)) if passed else ""
+        why = "" if passed or not text else indent + shorten(text, max(width - len(indent), 20))
+        rows.append(Row(head, f"{verdict:<{verdict_width}}", VERDICT_MARKUP.get(result.verdict.value, {}), tail, why))
     return rows

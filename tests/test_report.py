@@ -1,0 +1,476 @@
+"""The readiness report in all of its forms, from real checklist runs against real servers.
+
+Every readiness.json is validated against the shipped JSON Schema (ChecklistRun.report does it),
+the JUnit XML is parsed, and readiness.html is opened in a real headless Chromium: the verdict and
+the check table must render, with no console message and no network request. Screenshots are kept
+under $TRITON_READY_ARTIFACTS, else triton-ready-report/test-artifacts/ of the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, TEST_REPOSITORIES
+
+from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
+from pytest_triton_ready.report import build_document, charts, overall_verdict, render_files
+from pytest_triton_ready.report import cli as report_cli
+from pytest_triton_ready.report import sources
+from pytest_triton_ready.report.document import dumps
+from pytest_triton_ready.report.model import Chart, Evidence, Finding, Measurement, Result, Series, Verdict
+from pytest_triton_ready.report.schema import schema_errors
+from pytest_triton_ready.run import Run
+from pytest_triton_ready.settings import Settings
+
+SECRET = "tr-secret-7f3a9c"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def artifact_dir() -> Path:
+    directory = Path(os.environ.get("TRITON_READY_ARTIFACTS") or REPO_ROOT / "triton-ready-report" / "test-artifacts")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def testcases(junit_path: Path) -> dict[str, ET.Element]:
+    return {case.get("name"): case for case in ET.parse(junit_path).getroot().iter("testcase")}
+
+
+def properties(case: ET.Element) -> list[tuple[str, str]]:
+    return [(p.get("name"), p.get("value")) for p in case.iter("property")]
+
+
+def prop(case: ET.Element, name: str) -> str:
+    values = [v for n, v in properties(case) if n == name]
+    assert values, f"testcase {case.get('name')} has no property {name!r}: {properties(case)}"
+    return values[0]
+
+
+def terminal_lines(run) -> list[str]:
+    return [line for line in run.outcome.outlines if line.strip()]
+
+
+def server_args(launcher: EmbeddedLauncher) -> tuple[str, ...]:
+    endpoints = launcher.endpoints
+    return (f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}")
+
+
+@dataclass
+class Page:
+    """What the browser showed for one readiness.html."""
+
+    verdict: str
+    rows: list[dict[str, str]]
+    text: str
+    console: list[dict]
+    resources: int
+    charts: list[dict]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A real headless Chromium, driven through chromedriver by selenium, with a fresh profile.
+    Skipped (with the reason) where Chromium is not installed; .ci/run installs it."""
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        pytest.skip("chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def open_report(browser, html: Path, screenshot_name: str | None = None) -> Page:
+    """Load readiness.html from disk; read what rendered; optionally keep a full-page screenshot."""
+    from selenium.webdriver.common.by import By
+
+    browser.get_log("browser")  # drop what an earlier page logged
+    browser.get(html.resolve().as_uri())
+    verdict = browser.find_element(By.CSS_SELECTOR, "#verdict .verdict-word")
+    rows = [
+        {"check": row.get_attribute("data-check"), "verdict": row.get_attribute("data-verdict"), "text": row.text}
+        for row in browser.find_elements(By.CSS_SELECTOR, "#check-table tbody tr")
+    ]
+    charts_drawn = [
+        {"kind": svg.get_attribute("class"), "width": svg.size["width"], "height": svg.size["height"],
+         "marks": len(svg.find_elements(By.CSS_SELECTOR, "polyline, circle, rect.bar, line.marker"))}
+        for svg in browser.find_elements(By.CSS_SELECTOR, "svg.chart")
+    ]
+    page = Page(verdict.text, rows, browser.find_element(By.TAG_NAME, "body").text, browser.get_log("browser"),
+                browser.execute_script("return performance.getEntriesByType('resource').length"), charts_drawn)
+    if screenshot_name:
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1280, min(int(height) + 40, 8000))
+        target = artifact_dir() / screenshot_name
+        assert browser.save_screenshot(str(target)), "Chromium could not take a screenshot"
+        browser.set_window_size(1280, 900)
+        print(f"screenshot: {target} ({target.stat().st_size} bytes)")
+    return page
+
+
+def assert_clean(page: Page) -> None:
+    assert page.console == [], f"the page logged to the console: {page.console}"
+    assert page.resources == 0, "the page fetched something; it must be self-contained"
+
+
+# -- a healthy run ---------------------------------------------------------------------------------
+def test_healthy_demo_run_is_ready_in_every_format(run_checklist, pytester, browser, record_property):
+    junit = pytester.path / "junit.xml"
+    run = run_checklist("test_config.py", "test_monitoring.py",
+                        args=(f"--junitxml={junit}", f"--triton-header=Authorization: Bearer {SECRET}",
+                              "--triton-threshold=metrics_scrape_timeout_s=7"))
+    run.outcome.assert_outcomes(passed=4)
+    report = run.report  # validated against the schema
+    assert report["verdict"] == "READY"
+    assert report["verdict_reason"] == "all 4 blocking checks passed"
+    assert report["summary"] == {"total": 4, "pass": 4, "fail": 0, "incomplete": 0, "not_applicable": 0, "error": 0}
+    assert [(c["check_id"], c["verdict"], len(c["nodeids"])) for c in report["checklist"]] == [
+        ("CFG-1", "pass", 3), ("MON-1", "pass", 1)]
+    context = report["context"]
+    assert context["server"]["version"].startswith("2.") and "model_repository" in context["server"]["extensions"]
+    assert {(m["name"], m["version"], m["state"]) for m in context["models"]} == {
+        ("scale", "1", "READY"), ("cached_sum", "1", "READY"), ("accumulate", "1", "READY")}
+    gpus = context["gpus"]
+    assert gpus["gpus"] or gpus["unavailable_reason"], "no GPU and no reason why"
+    assert context["runner"]["pytest_triton_ready"] and context["runner"]["pytest"]
+    assert report["started_at"] <= report["finished_at"]
+    assert report["settings"]["headers"] == {"Authorization": "***"}
+    scrape = next(m for m in run.result("test_metrics_endpoint_reachable_and_moving")["measurements"]
+                  if m["name"] == "scrape time")
+    assert (scrape["unit"], scrape["threshold"], scrape["comparison"], scrape["threshold_source"], scrape["passed"]) == (
+        "s", 7, "<=", "cli", True)
+    assert report["settings"]["thresholds"] == {"metrics_scrape_timeout_s": {"value": 7, "source": "cli"}}
+
+    files = {kind: run.report_dir / f"readiness.{kind}" for kind in ("json", "md", "html")}
+    for path in [*files.values(), junit]:
+        assert SECRET not in path.read_text(), f"{path.name} leaks a header value"
+    sizes = {kind: path.stat().st_size for kind, path in files.items()}
+    print(f"report sizes (bytes): {sizes}")
+    record_property("report_sizes", json.dumps(sizes))
+
+    markdown = files["md"].read_text()
+    assert markdown.startswith("# Triton readiness: READY")
+    rows = [line for line in markdown.splitlines() if line.startswith("| ✓ |")]
+    assert len(rows) == 4 and "| ✗ |" not in markdown and "## Failures" not in markdown
+    assert "**GPUs**: " in markdown
+
+    cases = testcases(junit)
+    scrape_case = cases["test_metrics_endpoint_reachable_and_moving"]
+    assert (prop(scrape_case, "check_id"), prop(scrape_case, "phase"), prop(scrape_case, "verdict")) == (
+        "MON-1", "monitoring", "pass")
+    assert prop(scrape_case, "measurement scrape time").endswith(" s")
+    assert prop(scrape_case, "threshold scrape time") == "<= 7 s (met)"
+    assert prop(scrape_case, "threshold_source scrape time") == "cli"
+    latency = prop(cases["test_models_answer_inference"], "measurement scale: inference latency")
+    assert latency.endswith(" ms") and float(latency.split()[0]) > 0
+
+    lines = terminal_lines(run)
+    assert any("triton-ready checklist" in line for line in lines)
+    assert sum(line.startswith(("CFG-1", "MON-1")) and " pass " in line for line in lines) == 4
+    assert lines[-1].startswith("triton-ready verdict: READY")
+
+    # the report survives its run: Markdown and HTML rendered again from readiness.json are the same
+    again = pytester.path / "again"
+    again.mkdir()
+    shutil.copy(files["json"], again / "readiness.json")
+    assert report_cli.main([str(again / "readiness.json")]) == 0
+    assert (again / "readiness.md").read_bytes() == files["md"].read_bytes()
+    assert (again / "readiness.html").read_bytes() == files["html"].read_bytes()
+
+    page = open_report(browser, files["html"], "readiness-healthy.png")
+    assert_clean(page)
+    assert page.verdict == "READY"
+    assert [(r["check"], r["verdict"]) for r in page.rows] == [("CFG-1", "pass")] * 3 + [("MON-1", "pass")]
+    assert "none visible" in page.text or "read from" in page.text
+    pdf = browser.print_page()
+    assert pdf.startswith("JVBERi")  # base64 of "%PDF": the page prints
+
+
+# -- a failing check ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def broken_server():
+    """A real tritonserver on a repository where one model fails to load and one serves."""
+    launcher = EmbeddedLauncher(TEST_REPOSITORIES / "broken_model")
+    launcher.start()
+    yield launcher
+    launcher.cleanup()
+
+
+def test_failing_check_is_not_ready_with_its_finding_in_every_format(run_checklist, pytester, broken_server, browser):
+    junit = pytester.path / "junit.xml"
+    run = run_checklist("test_config.py", url=broken_server.endpoints.http_url,
+                        args=(f"--junitxml={junit}", *server_args(broken_server)))
+    assert run.outcome.ret != 0
+    report = run.report
+    assert report["verdict"] == "NOT READY"
+    assert report["verdict_reason"].startswith("blocking checks failed: CFG-1")
+    failed = run.result("test_models_ready")
+    assert failed["verdict"] == "fail"
+    finding = next(f["message"] for f in failed["findings"] if "fails_to_load" in f["message"])
+    assert "UNAVAILABLE" in finding and "weights file weights.bin is missing" in finding
+    assert any(e["label"] == "fails_to_load load failure" for e in failed["evidence"])
+    assert {"name": "fails_to_load", "state": "UNAVAILABLE"}.items() <= next(
+        m for m in report["context"]["models"] if m["name"] == "fails_to_load").items()
+
+    markdown = (run.report_dir / "readiness.md").read_text()
+    assert markdown.startswith("# Triton readiness: NOT READY")
+    failures = markdown.split("## Failures", 1)[1]
+    assert "### ✗ CFG-1: Every model in scope is READY" in failures
+    assert f"- {' '.join(finding.split())}" in failures
+    assert any(line.startswith("| ✗ | CFG-1 |") and "fails_to_load" in line for line in markdown.splitlines())
+
+    case = testcases(junit)["test_models_ready"]
+    assert prop(case, "verdict") == "fail"
+    assert finding in [v for n, v in properties(case) if n == "finding"]
+    assert finding in case.find("failure").get("message")
+
+    lines = terminal_lines(run)
+    row = next(i for i, line in enumerate(lines) if line.startswith("CFG-1") and " fail" in line
+               and "fails_to_load" in lines[i + 1])
+    assert lines[row + 1].startswith(" ")
+    assert lines[-1].startswith("triton-ready verdict: NOT READY")
+
+    page = open_report(browser, run.report_dir / "readiness.html", "readiness-not-ready.png")
+    assert_clean(page)
+    assert page.verdict == "NOT READY"
+    assert ("CFG-1", "fail") in [(r["check"], r["verdict"]) for r in page.rows]
+    assert finding.splitlines()[0] in page.text
+
+
+# -- not applicable and incomplete -------------------------------------------------------------------
+THROWAWAY_CHECKLIST = '''
+import time
+
+import numpy as np
+import pytest
+
+
+@pytest.mark.triton_check("CFG-9")
+def test_latency_recorded(triton, check):
+    """The demo models answer a short burst of requests; their latencies are charted."""
+    started = time.monotonic()
+    latencies = {}
+    timeline = []
+    for model in ("scale", "cached_sum"):
+        for _ in range(12):
+            outcome = triton.client.infer(model)
+            assert outcome.ok, outcome.error
+            latencies.setdefault(model, []).append(outcome.latency_s * 1000)
+            timeline.append((time.monotonic() - started, outcome.latency_s * 1000))
+    switch = timeline[12][0]
+    for model, values in latencies.items():
+        check.measure("p99 latency", float(np.percentile(values, 99)), "ms", model=model, threshold=10_000)
+    check.chart("Latency percentiles", "percentile", "latency (ms)",
+                {m: [(f"p{q}", float(np.percentile(v, q))) for q in (50, 90, 99)] for m, v in latencies.items()})
+    check.chart("Request latency over the burst", "time since start", "latency (ms)", {"request": timeline},
+                kind="timeline", markers=[{"x": switch, "label": "switch to cached_sum"},
+                                          {"x": 0.0, "until": switch, "label": "scale"}])
+    check.chart("Mean latency per model", "model", "latency (ms)",
+                {"mean": [(m, float(np.mean(v))) for m, v in latencies.items()]}, kind="bar")
+
+
+@pytest.mark.triton_check("GPU-9", phase="performance", blocking=False)
+def test_gpu_memory_headroom(triton, check):
+    """Models with GPU instances leave GPU memory headroom (advisory)."""
+    on_gpu = [m for m in triton.models()
+              if any(g.get("kind") == "KIND_GPU" for g in triton.client.model_config(m).get("instance_group", []))]
+    if not on_gpu:
+        check.not_applicable("no model in scope has KIND_GPU instances, so there is no GPU memory to check")
+    check.finding(f"GPU models found, but this test does not read GPU memory: {on_gpu}")
+
+
+@pytest.mark.triton_check("OPS-9", phase="operations")
+def test_restart_recovers(triton, check):
+    """After a server restart every model is READY again within the start-up budget."""
+    if not triton.owns_process:
+        check.incomplete("the server was attached by URL; restarting it needs a launcher that owns the process")
+    check.finding("this test never restarts a server")
+'''
+
+
+def test_not_applicable_does_not_block_and_incomplete_does(run_checklist, pytester, browser):
+    checklist = pytester.makepyfile(test_throwaway=THROWAWAY_CHECKLIST)
+    junit = pytester.path / "junit.xml"
+
+    ready = run_checklist(str(checklist), args=("-k", "not restart"))
+    ready.outcome.assert_outcomes(passed=1, skipped=1)
+    report = ready.report
+    assert report["verdict"] == "READY"
+    assert report["verdict_reason"] == "all 1 blocking checks passed; 1 not applicable"
+    not_applicable = ready.result("test_gpu_memory_headroom")
+    assert (not_applicable["verdict"], not_applicable["blocking"]) == ("not_applicable", False)
+    assert "KIND_GPU" in not_applicable["reason"] and not not_applicable["findings"]
+
+    run = run_checklist(str(checklist), args=(f"--junitxml={junit}",))
+    run.outcome.assert_outcomes(passed=1, skipped=2)
+    report = run.report
+    assert report["verdict"] == "INCOMPLETE"
+    assert report["verdict_reason"] == "blocking checks could not run or broke: OPS-9"
+    incomplete = run.result("test_restart_recovers")
+    assert incomplete["verdict"] == "incomplete" and "attached by URL" in incomplete["reason"]
+    charted = run.result("test_latency_recorded")
+    assert [c["kind"] for c in charted["charts"]] == ["line", "timeline", "bar"]
+
+    markdown = (run.report_dir / "readiness.md").read_text()
+    assert "| – | GPU-9 | performance |" in markdown and "| not applicable (advisory) |" in markdown
+    assert "| – | OPS-9 | operations |" in markdown and "| incomplete |" in markdown
+    assert "## Could not run" in markdown and "attached by URL" in markdown.split("## Could not run")[1]
+    assert "## Not applicable" in markdown and "## Failures" not in markdown
+
+    cases = testcases(junit)
+    for name, verdict, reason in (("test_gpu_memory_headroom", "not_applicable", "KIND_GPU"),
+                                  ("test_restart_recovers", "incomplete", "attached by URL")):
+        case = cases[name]
+        assert prop(case, "verdict") == verdict and reason in prop(case, "reason")
+        assert reason in case.find("skipped").get("message")
+    assert prop(cases["test_gpu_memory_headroom"], "blocking") == "false"
+    p99 = prop(cases["test_latency_recorded"], "measurement scale: p99 latency")
+    assert p99.endswith(" ms")
+    assert prop(cases["test_latency_recorded"], "threshold scale: p99 latency") == "<= 10000 ms (met)"
+
+    lines = terminal_lines(run)
+    gpu_row = next(i for i, line in enumerate(lines) if line.startswith("GPU-9"))
+    assert "not applicable*" in lines[gpu_row] and "KIND_GPU" in lines[gpu_row + 1]
+    ops_row = next(i for i, line in enumerate(lines) if line.startswith("OPS-9"))
+    assert "incomplete" in lines[ops_row] and "attached by URL" in lines[ops_row + 1]
+    assert lines[-1].startswith("triton-ready verdict: INCOMPLETE")
+
+    page = open_report(browser, run.report_dir / "readiness.html", "readiness-incomplete.png")
+    assert_clean(page)
+    assert page.verdict == "INCOMPLETE"
+    assert [(r["check"], r["verdict"]) for r in page.rows] == [
+        ("CFG-9", "pass"), ("GPU-9", "not_applicable"), ("OPS-9", "incomplete")]
+    assert "not applicable" in page.rows[1]["text"] and "advisory" in page.rows[1]["text"]
+    assert [c["kind"] for c in page.charts] == ["chart chart-line", "chart chart-timeline", "chart chart-bar"]
+    for chart in page.charts:
+        assert chart["width"] > 200 and chart["height"] > 80 and chart["marks"] >= 2, chart
+
+
+# -- the verdict rules -------------------------------------------------------------------------------
+def _result(check_id: str, verdict: Verdict, blocking: bool = True) -> Result:
+    reason = None if verdict in (Verdict.PASS, Verdict.FAIL) else "why"
+    findings = [Finding("what is wrong")] if verdict == Verdict.FAIL else []
+    return Result(check_id, "config", "A check", f"t.py::{check_id}", verdict, blocking, reason, findings=findings)
+
+
+@pytest.mark.parametrize(("verdicts", "expected"), [
+    ([("A-1", Verdict.PASS, True), ("A-2", Verdict.NOT_APPLICABLE, True)], "READY"),
+    ([("A-1", Verdict.PASS, True), ("A-2", Verdict.FAIL, False)], "READY"),
+    ([("A-1", Verdict.PASS, True), ("A-2", Verdict.INCOMPLETE, False)], "READY"),
+    ([("A-1", Verdict.PASS, True), ("A-2", Verdict.INCOMPLETE, True)], "INCOMPLETE"),
+    ([("A-1", Verdict.PASS, True), ("A-2", Verdict.ERROR, True)], "INCOMPLETE"),
+    ([("A-1", Verdict.FAIL, True), ("A-2", Verdict.INCOMPLETE, True)], "NOT READY"),
+])
+def test_overall_verdict(verdicts, expected):
+    assert overall_verdict([_result(*v) for v in verdicts]) == expected
+
+
+# -- rendering without a server ----------------------------------------------------------------------
+def _document(results: list[Result]) -> dict:
+    run = Run(Settings(headers={"X-Api-Key": SECRET}))
+    run.results = results
+    run.finished_at = run.started_at
+    return build_document(run)
+
+
+def test_untrusted_text_is_escaped_and_secrets_redacted(tmp_path):
+    hostile = f'<script>alert("x")</script> with key {SECRET}'
+    result = _result("SEC-1", Verdict.FAIL)
+    result.findings = [Finding(hostile)]
+    result.evidence = [Evidence("server log", f"line | with pipe\n{hostile}")]
+    result.measurements = [Measurement("odd value", float("nan"), "ms")]
+    result.charts = [Chart(f"<b>{SECRET}</b>", "x", "y", [Series("s<1>", [(0, 1.0), (1, None), (2, float("inf"))])])]
+    document = _document([result])
+    assert schema_errors(document) == []
+    assert document["results"][0]["measurements"][0]["value"] == "nan"
+    written = render_files(document, tmp_path)
+    (tmp_path / "readiness.json").write_text(dumps(document))
+    for path in (tmp_path / "readiness.json", *written.values()):
+        assert SECRET not in path.read_text(), path.name
+    html = written["html"].read_text()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<b>" not in html and "&lt;b&gt;***&lt;/b&gt;" in html
+
+
+def test_chart_helpers_draw_any_chart_data():
+    assert charts.nice_ticks(0, 9.3) == [0, 2, 4, 6, 8, 10]
+    assert charts.nice_ticks(5, 5)[0] < 5 < charts.nice_ticks(5, 5)[-1]
+    assert charts.format_seconds(90) == "90 s" and charts.format_seconds(3 * 3600 + 600) == "3 h 10 min"
+    gap = Chart("gap", "t", "v", [Series("a", [(0, 1.0), (1, 2.0), (2, None), (3, 2.0), (4, 3.0)])])
+    assert charts.render_chart(gap).count("<polyline") == 2  # a missing value breaks the line
+    events_only = Chart("events", "time", "", [], kind="timeline", markers=[{"x": 5, "label": "kill"},
+                                                                           {"x": 5, "until": 9, "label": "outage"}])
+    svg = charts.render_chart(events_only)
+    assert svg.count('class="marker"') == 2 and 'class="span"' in svg
+    bars = Chart("per model", "model", "infer/s", [Series("v1", [("a", 3.0), ("b", 4.0)]),
+                                                   Series("v2", [("a", 5.0)])], kind="bar")
+    assert charts.render_chart(bars).count('class="bar"') == 3
+    assert "no data recorded" in charts.render_chart(Chart("empty", "x", "y", [Series("s", [])]))
+
+
+# -- triton-ready report: bad input and other sources -------------------------------------------------
+def test_report_cli_names_the_file_and_cause_of_bad_input(tmp_path, capsys):
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("not json at all")
+    other = tmp_path / "other.json"
+    other.write_text('{"kind": "something-else"}')
+    journal = tmp_path / "soak.jsonl"
+    journal.write_text('{"window": 1, "throughput": 10}\n{"window": 2, "throughput": 11}\n')
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps({**_document([_result("A-1", Verdict.PASS)]), "verdict": "MAYBE"}))
+    cases = [
+        (tmp_path / "missing.json", "no such file"),
+        (tmp_path, "a directory without readiness.json"),
+        (garbage, "not JSON"),
+        (other, "kind: 'something-else'"),
+        (journal, "JSON lines (2 records; first record's keys: throughput, window)"),
+        (invalid, "does not match the readiness schema: verdict: 'MAYBE' is not one of"),
+    ]
+    for path, cause in cases:
+        assert report_cli.main([str(path)]) == 2, path
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(path) in err and cause in err, err
+
+
+def test_report_cli_renders_a_registered_source_and_gates_on_the_verdict(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sources, "SOURCES", list(sources.SOURCES))
+    journal = tmp_path / "windows.jsonl"
+    journal.write_text("".join(json.dumps({"t_s": 60 * i, "throughput": 100 + i}) + "\n" for i in range(5)))
+
+    def load(path: Path) -> dict:
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        result = _result("PERF-3", Verdict.PASS)
+        result.charts = [Chart("throughput", "time", "infer/s", [Series("throughput", [(r["t_s"], r["throughput"]) for r in records])],
+                               kind="timeline")]
+        return _document([result])
+
+    sources.register_source(sources.ReportSource(
+        "test windows", "JSON lines with t_s and throughput", lambda p: p.format == "jsonl" and "t_s" in p.first, load))
+    assert report_cli.main([str(journal), "--out", str(tmp_path / "out")]) == 0
+    html = (tmp_path / "out" / "windows.html").read_text()
+    assert html.count("<svg") == 1 and "chart-timeline" in html
+    assert "read as test windows" in capsys.readouterr().out
+
+    not_ready = tmp_path / "readiness.json"
+    not_ready.write_text(dumps(_document([_result("A-1", Verdict.FAIL)])))
+    assert report_cli.main([str(tmp_path), "--format", "md"]) == 0
+    assert (tmp_path / "readiness.md").exists() and not (tmp_path / "readiness.html").exists()
+    assert report_cli.main([str(not_ready), "--fail-unless-ready"]) == 1
