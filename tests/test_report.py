@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +42,7 @@ def artifact_dir() -> Path:
     return directory
 
 
-def testcases(junit_path: Path) -> dict[str, ET.Element]:
+def junit_cases(junit_path: Path) -> dict[str, ET.Element]:
     return {case.get("name"): case for case in ET.parse(junit_path).getroot().iter("testcase")}
 
 
@@ -172,7 +174,7 @@ def test_healthy_demo_run_is_ready_in_every_format(run_checklist, pytester, brow
     assert len(rows) == 4 and "| ✗ |" not in markdown and "## Failures" not in markdown
     assert "**GPUs**: " in markdown
 
-    cases = testcases(junit)
+    cases = junit_cases(junit)
     scrape_case = cases["test_metrics_endpoint_reachable_and_moving"]
     assert (prop(scrape_case, "check_id"), prop(scrape_case, "phase"), prop(scrape_case, "verdict")) == (
         "MON-1", "monitoring", "pass")
@@ -237,7 +239,7 @@ def test_failing_check_is_not_ready_with_its_finding_in_every_format(run_checkli
     assert f"- {' '.join(finding.split())}" in failures
     assert any(line.startswith("| ✗ | CFG-1 |") and "fails_to_load" in line for line in markdown.splitlines())
 
-    case = testcases(junit)["test_models_ready"]
+    case = junit_cases(junit)["test_models_ready"]
     assert prop(case, "verdict") == "fail"
     assert finding in [v for n, v in properties(case) if n == "finding"]
     assert finding in case.find("failure").get("message")
@@ -335,7 +337,7 @@ def test_not_applicable_does_not_block_and_incomplete_does(run_checklist, pytest
     assert "## Could not run" in markdown and "attached by URL" in markdown.split("## Could not run")[1]
     assert "## Not applicable" in markdown and "## Failures" not in markdown
 
-    cases = testcases(junit)
+    cases = junit_cases(junit)
     for name, verdict, reason in (("test_gpu_memory_headroom", "not_applicable", "KIND_GPU"),
                                   ("test_restart_recovers", "incomplete", "attached by URL")):
         case = cases[name]
@@ -410,6 +412,24 @@ def test_untrusted_text_is_escaped_and_secrets_redacted(tmp_path):
     assert "<b>" not in html and "&lt;b&gt;***&lt;/b&gt;" in html
 
 
+def test_gpu_inventory_from_triton_metrics_of_an_h200(tmp_path):
+    from pytest_triton_ready.gpu import readings_from_metrics
+    from pytest_triton_ready.metrics import MetricsSnapshot
+    from pytest_triton_ready.report.context import inventory
+
+    capture = (Path(__file__).parent / "data" / "h200_gpu_metrics.txt").read_text()
+    document = _document([_result("A-1", Verdict.PASS)])
+    document["context"]["gpus"] = inventory("triton-metrics", readings_from_metrics(MetricsSnapshot.parse(capture)), None)
+    assert schema_errors(document) == []
+    assert document["context"]["gpus"]["gpus"][0]["memory_total_bytes"] == 150754820096
+    html = render_files(document, tmp_path)["html"].read_text()
+    gpu_cell = html.split('id="gpus"', 1)[1].split("</dd>", 1)[0]
+    assert "GPU-2ddddd50-82d1-88a5-57dc-504e56a02741" in gpu_cell and "140.4 GiB" in gpu_cell and "700 W" in gpu_cell
+    assert "read from triton-metrics" in gpu_cell
+    markdown = (tmp_path / "readiness.md").read_text()
+    assert "**GPUs**: GPU-2ddddd50-82d1-88a5-57dc-504e56a02741 (140.4 GiB), read from triton-metrics" in markdown
+
+
 def test_chart_helpers_draw_any_chart_data():
     assert charts.nice_ticks(0, 9.3) == [0, 2, 4, 6, 8, 10]
     assert charts.nice_ticks(5, 5)[0] < 5 < charts.nice_ticks(5, 5)[-1]
@@ -448,6 +468,10 @@ def test_report_cli_names_the_file_and_cause_of_bad_input(tmp_path, capsys):
         assert report_cli.main([str(path)]) == 2, path
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and str(path) in err and cause in err, err
+    # the same through the installed command line
+    command = subprocess.run([sys.executable, "-m", "pytest_triton_ready.cli", "report", str(garbage)],
+                             capture_output=True, text=True, timeout=60)
+    assert command.returncode == 2 and command.stderr.startswith(f"triton-ready report: {garbage}: not JSON")
 
 
 def test_report_cli_renders_a_registered_source_and_gates_on_the_verdict(tmp_path, monkeypatch, capsys):

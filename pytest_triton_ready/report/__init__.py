@@ -35,7 +35,8 @@ def render_files(document: dict[str, Any], directory: Path, stem: str = "readine
 
 def write_reports(run, directory: Path) -> dict[str, Path]:
     """Write readiness.json, readiness.md and readiness.html into `directory`; returns their paths.
-    The JSON is written first, so that a rendering problem never loses what was measured."""
+    The JSON is written first, so that a rendering problem never loses what was measured; a
+    document that does not match the schema is written, then reported (ReportInvalid)."""
     from .schema import validate
 
     directory = Path(directory)
@@ -43,5 +44,6 @@ def write_reports(run, directory: Path) -> dict[str, Path]:
     document = build_document(run)
     path = directory / "readiness.json"
     path.write_text(dumps(document), encoding="utf-8")
-    validate(document, origin=str(path))
-    return {"json": path, **render_files(document, directory)}
+    written = {"json": path, **render_files(document, directory)}
+    validate(document, origin=str(path))  # after writing: a schema problem must not lose the report
+    return written

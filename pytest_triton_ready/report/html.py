@@ -11,7 +11,7 @@ from markupsafe import Markup
 from .charts import render_chart
 from .document import results_of
 from .model import PHASES, Verdict
-from .text import detail, format_threshold, format_value, measurement_label, outcome_mark
+from .text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark
 from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 
 TEMPLATE = "readiness.html.j2"
@@ -27,7 +27,7 @@ def _environment():
     )
     environment.filters.update(
         value=format_value, threshold=format_threshold, label=measurement_label, mark=outcome_mark,
-        detail=detail, chart=lambda chart: Markup(render_chart(chart)), bytes=_bytes,
+        detail=detail, chart=lambda chart: Markup(render_chart(chart)), bytes=format_bytes,
     )
     environment.globals.update(labels=VERDICT_LABELS, symbols=VERDICT_SYMBOLS, Verdict=Verdict)
     return environment
@@ -59,12 +59,3 @@ def _compact(value: Any) -> str:
     import json
 
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "—"
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value:.0f} B"

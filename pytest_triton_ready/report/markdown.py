@@ -7,7 +7,7 @@ from typing import Any
 
 from .document import results_of
 from .model import Result, Verdict
-from .text import detail, format_threshold, format_value, measurement_label, shorten
+from .text import detail, format_bytes, format_threshold, format_value, measurement_label, shorten
 from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 
 EVIDENCE_LIMIT = 4000  # characters of one evidence text; job summaries are limited to 1 MiB
@@ -59,7 +59,8 @@ def _context_lines(document: dict[str, Any]) -> list[str]:
         f"{m['name']} v{m.get('version') or '?'} ({m.get('state') or '?'})" for m in context.get("models", [])
     ) or "none listed"
     gpus = context.get("gpus", {})
-    gpu_text = (", ".join(f"{g['name']}" for g in gpus.get("gpus", [])) + f" (from {gpus.get('source')})"
+    gpu_text = (", ".join(f"{g['name']} ({format_bytes(g.get('memory_total_bytes'))})" for g in gpus.get("gpus", []))
+                + f", read from {gpus.get('source')}"
                 if gpus.get("gpus") else f"none visible: {gpus.get('unavailable_reason')}")
     return [
         f"- **Server**: {text}",

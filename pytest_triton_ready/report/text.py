@@ -20,6 +20,16 @@ def format_value(value: Any, unit: str = "") -> str:
     return f"{text} {unit}".strip() if unit and value is not None else text
 
 
+def format_bytes(value: float | None) -> str:
+    """A memory size in binary units: 140.4 GiB."""
+    if value is None:
+        return "—"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
 def format_threshold(measurement: Measurement) -> str:
     """'<= 50 ms' or '' when the value was not held against anything."""
     if measurement.threshold is None:
