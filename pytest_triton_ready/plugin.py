@@ -58,6 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"triton-ready: {exc}") from None
+    from .report import report_dir_problem
+
+    problem = report_dir_problem(settings.readiness_report)
+    if problem:  # say so now, not after a long run whose report could not be written
+        raise pytest.UsageError(f"triton-ready: --readiness-report from {settings.sources.get('readiness_report')}: "
+                                f"{problem}")
     config.stash[RUN_KEY] = Run(settings)
 
 
@@ -259,6 +265,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except Exception as exc:  # what was measured is already on screen and, if possible, in the JSON
         session.config.stash[REPORT_ERROR_KEY] = (
             f"could not write the report into {run.settings.readiness_report}: {type(exc).__name__}: {exc}")
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
 @pytest.hookimpl(trylast=True)

@@ -8,6 +8,7 @@ under $TRITON_READY_ARTIFACTS, else triton-ready-report/test-artifacts/ of the r
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -202,8 +203,9 @@ def test_healthy_demo_run_is_ready_in_every_format(run_checklist, pytester, brow
     assert page.verdict == "READY"
     assert [(r["check"], r["verdict"]) for r in page.rows] == [("CFG-1", "pass")] * 3 + [("MON-1", "pass")]
     assert "none visible" in page.text or "read from" in page.text
-    pdf = browser.print_page()
-    assert pdf.startswith("JVBERi")  # base64 of "%PDF": the page prints
+    pdf = base64.b64decode(browser.print_page())
+    assert pdf.startswith(b"%PDF"), "the page does not print"
+    (artifact_dir() / "readiness-healthy.pdf").write_bytes(pdf)
 
 
 # -- a failing check ---------------------------------------------------------------------------------
@@ -498,3 +500,24 @@ def test_report_cli_renders_a_registered_source_and_gates_on_the_verdict(tmp_pat
     assert report_cli.main([str(tmp_path), "--format", "md"]) == 0
     assert (tmp_path / "readiness.md").exists() and not (tmp_path / "readiness.html").exists()
     assert report_cli.main([str(not_ready), "--fail-unless-ready"]) == 1
+
+
+def test_an_unwritable_report_directory_is_refused_before_any_check_runs(pytester):
+    blocker = pytester.makefile(".txt", blocker="a file where the report directory should go")
+    pytester.makepyfile(test_never_runs="def test_x():\n    raise AssertionError('ran')\n")
+    outcome = pytester.runpytest_subprocess(f"--readiness-report={blocker}/report", "-p", "no:cacheprovider")
+    assert outcome.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in outcome.errlines if line.strip()]
+    assert errors == [f"ERROR: triton-ready: --readiness-report from cli: {blocker}/report: {blocker} is not a directory"]
+
+
+def test_wheel_ships_the_schema_and_templates(tmp_path):
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO_ROOT)],
+                   check=True, capture_output=True)
+    names = set(zipfile.ZipFile(next(tmp_path.glob("pytest_triton_ready-*.whl"))).namelist())
+    shipped = {"pytest_triton_ready/report/readiness.schema.json",
+               "pytest_triton_ready/report/templates/readiness.html.j2",
+               "pytest_triton_ready/report/templates/readiness.css"}
+    assert shipped <= names, shipped - names

@@ -15,7 +15,23 @@ from .document import build_document, dumps
 from .verdict import INCOMPLETE, NOT_READY, READY, overall_verdict, verdict_reason
 
 __all__ = ["INCOMPLETE", "NOT_READY", "READY", "build_document", "overall_verdict", "render_files",
-           "verdict_reason", "write_reports"]
+           "report_dir_problem", "verdict_reason", "write_reports"]
+
+
+def report_dir_problem(directory: Path) -> str | None:
+    """Why the report could not be written into `directory` (which need not exist yet), or None.
+    Creates nothing: the nearest existing ancestor must be a writable directory."""
+    import os
+
+    directory = Path(directory).absolute()
+    existing = next((p for p in (directory, *directory.parents) if p.exists()), None)
+    if existing is None:
+        return f"{directory}: no part of the path exists"
+    if not existing.is_dir():
+        return f"{directory}: {existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{directory}: {existing} is not writable"
+    return None
 
 
 def render_files(document: dict[str, Any], directory: Path, stem: str = "readiness",
