@@ -336,7 +336,8 @@ def test_not_applicable_does_not_block_and_incomplete_does(run_checklist, pytest
     markdown = (run.report_dir / "readiness.md").read_text()
     assert "| – | GPU-9 | performance |" in markdown and "| not applicable (advisory) |" in markdown
     assert "| – | OPS-9 | operations |" in markdown and "| incomplete |" in markdown
-    assert "## Could not run" in markdown and "attached by URL" in markdown.split("## Could not run")[1]
+    assert "- – **OPS-9** After a server restart every model is READY again within the start-up budget (incomplete): " \
+           "the server was attached by URL" in markdown.split("## Could not run")[1]
     assert "## Not applicable" in markdown and "## Failures" not in markdown
 
     cases = junit_cases(junit)

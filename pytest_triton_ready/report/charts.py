@@ -245,7 +245,7 @@ def _message_svg(chart: Chart, message: str) -> str:
 
 
 def _axes(frame: Frame, chart: Chart) -> str:
-    parts = [f'<g class="axes" font-size="11" fill="#333">']
+    parts = ['<g class="axes" font-size="11" fill="#333">']
     for value, label in frame.y_ticks:
         y = frame.y(value)
         parts.append(f'<line x1="{frame.left}" x2="{frame.right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')

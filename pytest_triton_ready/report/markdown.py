@@ -1,5 +1,6 @@
 """readiness.md: the report as a CI job summary. A table of checks (✓ / ✗ / – per row), then each
-failure with its findings, recommendations and evidence, then what could not be decided."""
+failure with its findings, recommendations and evidence, then the checks that could not run or
+broke (with the reason), the ones that were not applicable, and warnings of the others."""
 
 from __future__ import annotations
 
@@ -24,15 +25,16 @@ def render_markdown(document: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(_cell(c) for c in (
             VERDICT_SYMBOLS[result.verdict], result.check_id, result.phase, result.title, verdict,
             shorten(detail(result), 160))) + " |")
-    failures = [r for r in results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+    failures = [r for r in results if r.verdict == Verdict.FAIL]
     if failures:
         lines += ["", "## Failures"]
         for result in failures:
             lines += _failure_lines(result)
-    undecided = [r for r in results if r.verdict == Verdict.INCOMPLETE]
+    undecided = [r for r in results if r.verdict in (Verdict.INCOMPLETE, Verdict.ERROR)]
     if undecided:
         lines += ["", "## Could not run", ""]
-        lines += [f"- – **{r.check_id}** {r.title}: {_one_line(r.reason or '')}" for r in undecided]
+        lines += [f"- – **{r.check_id}** {r.title} ({VERDICT_LABELS[r.verdict]}): {_one_line(r.reason or '')}"
+                  for r in undecided]
     not_applicable = [r for r in results if r.verdict == Verdict.NOT_APPLICABLE]
     if not_applicable:
         lines += ["", "## Not applicable", ""]
