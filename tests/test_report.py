@@ -437,6 +437,9 @@ def test_chart_helpers_draw_any_chart_data():
     assert charts.nice_ticks(0, 9.3) == [0, 2, 4, 6, 8, 10]
     assert charts.nice_ticks(5, 5)[0] < 5 < charts.nice_ticks(5, 5)[-1]
     assert charts.format_seconds(90) == "90 s" and charts.format_seconds(3 * 3600 + 600) == "3 h 10 min"
+    assert [charts.format_seconds(t) for t in charts.time_ticks(0, 24 * 3600)] == ["0 s", "6 h", "12 h", "18 h", "24 h"]
+    day = Chart("soak", "time", "infer/s", [Series("throughput", [(60.0 * i, 100.0) for i in range(1440)])], kind="timeline")
+    assert charts.render_chart(day).count("<circle") == 0  # a day of windows: the line alone
     gap = Chart("gap", "t", "v", [Series("a", [(0, 1.0), (1, 2.0), (2, None), (3, 2.0), (4, 3.0)])])
     assert charts.render_chart(gap).count("<polyline") == 2  # a missing value breaks the line
     events_only = Chart("events", "time", "", [], kind="timeline", markers=[{"x": 5, "label": "kill"},

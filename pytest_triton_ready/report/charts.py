@@ -27,6 +27,7 @@ MARGIN_BOTTOM = 50
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies and in greyscale print.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 MARKER_COLOUR = "#B00020"
+MAX_POINT_MARKS = 200  # per series; beyond this only the line is drawn
 
 
 def render_chart(chart: Chart) -> str:
@@ -63,6 +64,25 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
+TIME_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def time_ticks(low: float, high: float, count: int = 6) -> list[float]:
+    """Ticks for a time axis in seconds: whole minutes and hours for long runs (a 24 h soak gets a
+    tick every 4 or 6 hours, not every 20000 s); below 10 s the same steps as any number."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high - low < 10:
+        return nice_ticks(low, high, count)
+    raw = (high - low) / count
+    step = next((s for s in TIME_STEPS_S if s >= raw), TIME_STEPS_S[-1] * math.ceil(raw / TIME_STEPS_S[-1]))
+    if step == 10800 and (high - low) > 12 * 3600:
+        step = 14400  # 4 h reads better than 3 h on a day-long axis
+    first = math.floor(low / step) * step
+    ticks = [float(first)]
+    while ticks[-1] < high:
+        ticks.append(ticks[-1] + step)
+    return ticks
+
+
 def format_number(value: float) -> str:
     """A tick or point value in few characters: 0.5, 12, 1.5k, 2.3M."""
     if value == 0:
@@ -83,7 +103,7 @@ def format_seconds(value: float) -> str:
         minutes, rest = divmod(int(round(seconds)), 60)
         return f"{minutes}:{rest:02d}"
     hours, rest = divmod(int(round(seconds)), 3600)
-    return f"{hours} h {rest // 60:02d} min"
+    return f"{hours} h {rest // 60:02d} min" if rest // 60 else f"{hours} h"
 
 
 @dataclass
@@ -166,7 +186,7 @@ def line_svg(chart: Chart, time_axis: bool = False) -> str:
         xs = [x for s in chart.series for x, _ in s.points]
         xs += [m["x"] for m in chart.markers if _finite(m.get("x"))]
         xs += [m["until"] for m in chart.markers if _finite(m.get("until"))]
-        ticks = nice_ticks(min(xs), max(xs)) if xs else [0.0, 1.0]
+        ticks = ((time_ticks if time_axis else nice_ticks)(min(xs), max(xs))) if xs else [0.0, 1.0]
         x_scale = Linear(ticks[0], ticks[-1], MARGIN_LEFT, WIDTH - MARGIN_RIGHT)
         label = format_seconds if time_axis else format_number
         x_ticks = [(t, label(t)) for t in ticks]
@@ -188,6 +208,8 @@ def line_svg(chart: Chart, time_axis: bool = False) -> str:
                 points = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in segment)
                 parts.append(f'<polyline class="series" points="{points}" fill="none" stroke="{colour}" '
                              'stroke-width="2" stroke-linejoin="round"/>')
+            if len(series.points) > MAX_POINT_MARKS:
+                continue  # thousands of dots (a day of soak windows) add bytes, not information
             for px, py, x, y in segment:
                 tip = escape(f"{series.name}: {x} → {format_number(y)}")
                 parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{colour}"><title>{tip}</title></circle>')
