@@ -8,6 +8,7 @@ instance-count rule.
 
 from .lint import RULES, LintContext, LintFinding, UnknownRule, Violation, lint, rule
 from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
+from . import model_rules  # noqa: E402,F401  (registers the rules in RULES)
 
 __all__ = ["RULES", "LintContext", "LintFinding", "UnknownRule", "Violation", "lint", "rule",
            "ConfigSyntaxError", "ModelSource", "read_repository", "source_from_server"]

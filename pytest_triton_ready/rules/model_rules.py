@@ -74,8 +74,8 @@ def preferred_batch_size_above_max(source: ModelSource, context: LintContext) ->
 def preferred_batch_size_without_reason(source: ModelSource, context: LintContext) -> Iterator[Violation]:
     config = source.config
     sizes = list(config.dynamic_batching.preferred_batch_size)
-    if not sizes or source.name in context.preferred_batch_size_models:
-        return
+    if not sizes or sizes == [config.max_batch_size] or source.name in context.preferred_batch_size_models:
+        return  # [max_batch_size] is what Triton fills in itself, and what the scheduler aims for anyway
     if config.platform in BATCH_PROFILE_PLATFORMS or config.backend in BATCH_PROFILE_PLATFORMS:
         return
     yield Violation(f"preferred_batch_size {sizes}",
