@@ -103,7 +103,7 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     context.gpus_unknown_reason = f"no GPU reading ({gpu.unavailable_reason})"
     may_reload = triton_settings.section("lint").get("measure_model_memory", triton.owns_process)
     served = {e["name"] for e in triton.client.repository_index() if e.get("state") == "READY"}
-    for source in (s for s in found.sources if has_gpu_instances(s.config)):
+    for source in (s for s in found.sources if has_gpu_instances(s.config, [g.index for g in readings])):
         if not readings:
             continue  # the rule says why it could not look
         if not may_reload:

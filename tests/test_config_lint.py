@@ -79,6 +79,12 @@ def test_every_rule_has_a_failing_and_a_passing_repository():
         assert list((LINT_CASES / rule / "good").glob("*/config.pbtxt"))
 
 
+def test_docs_list_every_rule_with_its_id_and_severity():
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "config-rules.md").read_text()
+    for rule in RULES.values():
+        assert f"| `{rule.id}` | {rule.severity} |" in docs
+
+
 @pytest.mark.parametrize("rule", FIRING)
 def test_rule_fires_on_its_bad_case(run_checklist, h200_checklist, rule):
     run = _lint_run(run_checklist, h200_checklist, rule, "bad")
@@ -163,6 +169,11 @@ def test_instance_count_rule_on_a_model_measured_on_the_h200():
     one.config.instance_group[0].count = 3
     context.model_memory_bytes["vision"] = {H200_UUID: 3 * per_instance}
     assert [f for f in lint([one], context) if f.rule == "instance-count-for-model-size"] == []
+
+    del one.config.instance_group[:]  # Triton then puts one instance on each GPU the host has
+    context.model_memory_bytes["vision"] = {H200_UUID: per_instance}
+    [warning] = [f for f in lint([one], context) if f.rule == "instance-count-for-model-size"]
+    assert "not 1" in warning.reason
 
 
 # -- parsing -----------------------------------------------------------------------------------
@@ -334,3 +345,26 @@ def test_gpu_memory_rule_parses_the_h200_captures(capture, used_bytes):
         assert use.used_bytes == used_bytes
     assert 0.02 < use.fraction < 0.03
     assert gpus_over([use], 0.9) == [] and gpus_over([use], 0.02) == [use]
+
+
+@needs_h200_capture
+def test_model_memory_is_read_unloaded_then_loaded_again(canary_server):
+    """The unload / read / load / read sequence against a real server. No GPU here: the reader
+    returns the H200 capture before and after, and notes whether the model was loaded when read."""
+    from pytest_triton_ready.client import TritonClient
+    from pytest_triton_ready.gpu import GpuReader
+    from pytest_triton_ready.rules.model_memory import measure_model_memory
+
+    endpoints = canary_server.endpoints
+    client = TritonClient(endpoints.http_url, endpoints.grpc_url)
+    captures = iter([(H200 / "metrics_idle.txt").read_text(), (H200 / "metrics_after.txt").read_text()])
+    ready_when_read = []
+
+    def scrape():
+        ready_when_read.append(client.model_ready("scale"))
+        return MetricsSnapshot.parse(next(captures))
+
+    memory = measure_model_memory(client, GpuReader(scrape, same_host=False), "scale")
+    assert ready_when_read == [False, True]
+    assert memory == {H200_UUID: 3706716160 - 3295674368}
+    assert client.model_ready("scale") and client.infer("scale").ok

@@ -141,8 +141,11 @@ def response_cache_on_nondeterministic(source: ModelSource, context: LintContext
 
 
 def gpu_instances_per_gpu(config, gpu_indices: list[int]) -> dict[int, int]:
-    """How many instances of the model each GPU carries (KIND_GPU groups; KIND_AUTO on a GPU host)."""
+    """How many instances of the model each GPU carries: KIND_GPU groups, and on a host with GPUs
+    KIND_AUTO groups or no instance_group at all (Triton then puts one instance on each GPU)."""
     kinds = model_config_pb2().ModelInstanceGroup.Kind
+    if not config.instance_group:
+        return {index: 1 for index in gpu_indices}
     counts: dict[int, int] = {}
     for group in config.instance_group:
         on_gpu = group.kind == kinds.Value("KIND_GPU") or (group.kind == kinds.Value("KIND_AUTO") and gpu_indices)
@@ -153,9 +156,10 @@ def gpu_instances_per_gpu(config, gpu_indices: list[int]) -> dict[int, int]:
     return counts
 
 
-def has_gpu_instances(config) -> bool:
-    kinds = model_config_pb2().ModelInstanceGroup.Kind
-    return any(group.kind == kinds.Value("KIND_GPU") for group in config.instance_group)
+def has_gpu_instances(config, gpu_indices: list[int] = ()) -> bool:
+    """Whether the model runs instances on a GPU (KIND_AUTO counts only when GPUs are known)."""
+    return bool(gpu_instances_per_gpu(config, list(gpu_indices))) or any(
+        group.kind == model_config_pb2().ModelInstanceGroup.Kind.Value("KIND_GPU") for group in config.instance_group)
 
 
 @rule("gpu-instance-on-missing-gpu", "error",
@@ -187,7 +191,7 @@ def recommended_instances(model_gb: float, gpu_gb: float) -> tuple[int, int] | N
 @rule("instance-count-for-model-size", "warning",
       "GPU instance count against the model's measured memory and the GPU's size (3-4 / 2 / 1-2 instances).")
 def instance_count_for_model_size(source: ModelSource, context: LintContext) -> Iterator[Violation]:
-    if not has_gpu_instances(source.config):
+    if not has_gpu_instances(source.config, [g.index for g in context.gpus or []]):
         return
     if context.gpus is None:
         yield Violation("instance_group", f"not checked: {context.gpus_unknown_reason}", "info")
