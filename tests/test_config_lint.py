@@ -176,6 +176,17 @@ def test_instance_count_rule_on_a_model_measured_on_the_h200():
     assert "not 1" in warning.reason
 
 
+def test_yaml_declarations_decide_stateful_and_justified_preferred_sizes():
+    ranker = read_model_directory(LINT_CASES / "queue-delay-zero-with-throughput-goal" / "bad" / "ranker")
+    assert lint([ranker], LintContext()) == []
+    [stateful] = lint([ranker], LintContext(stateful_models={"ranker"}))
+    assert stateful.rule == "dynamic-batching-on-stateful" and "lint.stateful_models" in stateful.reason
+
+    scripted = read_model_directory(LINT_CASES / "preferred-batch-size-without-reason" / "bad" / "scripted")
+    assert [f.rule for f in lint([scripted], LintContext())] == ["preferred-batch-size-without-reason"]
+    assert lint([scripted], LintContext(preferred_batch_size_models={"scripted"})) == []
+
+
 # -- parsing -----------------------------------------------------------------------------------
 def test_a_syntax_error_names_file_line_and_column(run_checklist):
     repository = TEST_REPOSITORIES / "syntax-error"
