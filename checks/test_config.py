@@ -1,7 +1,9 @@
 """Phase "config": the server accepts every model configuration and every model serves.
 
 CFG-1 starts here: the server is live and ready, every model in scope is READY (with the server's
-reason when not), and every model answers a real inference with the outputs it declares.
+reason when not), and every model answers a real inference with the outputs it declares; the
+model configs lint clean (rules in docs/config-rules.md). CFG-3: the version policy is written out
+and served as written. CFG-4: GPU memory, host memory and the pinned pool once every model is loaded.
 """
 
 import numpy as np
