@@ -1,7 +1,9 @@
 """Phase "config": the server accepts every model configuration and every model serves.
 
 CFG-1 starts here: the server is live and ready, every model in scope is READY (with the server's
-reason when not), and every model answers a real inference with the outputs it declares.
+reason when not), and every model answers a real inference with the outputs it declares; the
+model configs lint clean (rules in docs/config-rules.md). CFG-3: the version policy is written out
+and served as written. CFG-4: GPU memory, host memory and the pinned pool once every model is loaded.
 """
 
 import numpy as np
@@ -77,3 +79,179 @@ def test_models_answer_inference(triton, check):
         if again.ok and not all(np.array_equal(outcome.outputs[n], again.outputs.get(n)) for n in outcome.outputs):
             check.finding(f"{model}: the same input gave different outputs on two requests", severity="warning",
                           model=model, rule="determinism")
+
+
+# -- CFG-1 (the lint), CFG-3 (version policy), CFG-4 (resource limits) ---------------------------
+@pytest.mark.triton_check("CFG-1")
+def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
+    """Every model config parses against Triton's ModelConfig message and breaks no lint rule of
+    severity error (docs/config-rules.md); warnings are reported without failing."""
+    from pytest_triton_ready.rules import UnknownRule, lint
+    from pytest_triton_ready.rules.context import disabled_rules, lint_context
+    from pytest_triton_ready.rules.model_memory import NotMeasured, measure_model_memory
+    from pytest_triton_ready.rules.model_rules import has_gpu_instances
+    from pytest_triton_ready.rules.sources import deployment_configs
+
+    found = deployment_configs(triton)
+    check.evidence("configs linted", f"{found.where}: " + (", ".join(s.origin for s in found.sources) or "none"))
+    for error in found.errors:
+        check.finding(f"{error}", rule="config-syntax", value=error.origin)
+    if not found.sources and not found.errors:
+        check.incomplete(f"no model config found in {found.where}")
+
+    context = lint_context(triton_settings, [s.name for s in found.sources])
+    readings = gpu.read()
+    context.gpus = readings or None
+    context.gpus_unknown_reason = f"no GPU reading ({gpu.unavailable_reason})"
+    may_reload = triton_settings.section("lint").get("measure_model_memory", triton.owns_process)
+    served = {e["name"] for e in triton.client.repository_index() if e.get("state") == "READY"}
+    for source in (s for s in found.sources if has_gpu_instances(s.config, [g.index for g in readings])):
+        if not readings:
+            continue  # the rule says why it could not look
+        if not may_reload:
+            context.model_memory_unmeasured[source.name] = (
+                "measuring a model's GPU memory unloads and reloads it, done only on a server this run "
+                "launched or with lint.measure_model_memory: true")
+        elif source.name not in served:
+            context.model_memory_unmeasured[source.name] = "the model is not loaded on the server"
+        else:
+            try:
+                memory = measure_model_memory(triton.client, gpu, source.name)
+            except NotMeasured as exc:
+                context.model_memory_unmeasured[source.name] = f"its GPU memory was not measured: {exc}"
+                continue
+            context.model_memory_bytes[source.name] = memory
+            check.measure("model GPU memory (unloaded vs loaded)", round(sum(memory.values()) / 1e9, 3), "GB",
+                          model=source.name)
+
+    try:
+        findings = lint(found.sources, context, disabled_rules(triton_settings))
+    except UnknownRule as exc:
+        check.finding(f"{exc} (from {triton_settings.config_file})", rule="lint.disable")
+        return
+    for item in findings:
+        check.finding(item.message, severity=item.severity, rule=item.rule, model=item.model, value=item.value)
+    check.measure("models linted", len(found.sources), "models")
+    for severity in ("error", "warning"):
+        check.measure(f"lint {severity}s", sum(f.severity == severity for f in findings), "findings")
+    if any(f.severity == "error" for f in findings) or found.errors:
+        check.recommend("Fix each config.pbtxt named above; docs/config-rules.md explains every rule id, and "
+                        "`lint: {disable: [id]}` in the YAML turns off a rule that does not fit the deployment.")
+
+
+@pytest.mark.triton_check("CFG-3")
+def test_version_policy_explicit_and_served(triton, triton_settings, check):
+    """Every model writes its version_policy out, the server serves exactly the versions it selects,
+    and a model under a declared canary or blue-green rollout has at least two versions servable."""
+    from pytest_triton_ready.rules.sources import deployment_configs
+    from pytest_triton_ready.rules.versions import describe_policy, expected_versions, servable_count
+
+    found = deployment_configs(triton)
+    rollouts = triton_settings.section("lint").get("rollout", {})
+    served: dict[str, list[int]] = {}
+    for entry in triton.client.repository_index():
+        if entry.get("state") == "READY" and str(entry.get("version", "")).isdigit():
+            served.setdefault(entry["name"], []).append(int(entry["version"]))
+    for error in found.errors:
+        check.finding(f"{error} (its version policy cannot be read)", severity="warning", rule="config-syntax")
+    if not found.sources:
+        check.incomplete(f"no model config could be read from {found.where}")
+    for source in found.sources:
+        model, config = source.name, source.config
+        policy = describe_policy(config)
+        versions = sorted(served.get(model, []))
+        check.measure("version_policy", policy, model=model)
+        check.measure("versions served", ", ".join(map(str, versions)) or "none", model=model)
+        if source.wrote("version_policy") is False:
+            check.finding(f"{model}: version_policy is not written, so Triton's default (latest 1) decides which "
+                          "versions serve; write the policy so a rollout or rollback is a reviewed change",
+                          model=model, rule="CFG-3", value="version_policy left out")
+        expected = expected_versions(config, source.versions_on_disk)
+        if expected is not None and versions != expected:
+            check.finding(f"{model}: the policy {policy} selects versions {expected} (on disk: "
+                          f"{source.versions_on_disk or 'unknown'}) but the server serves {versions or 'none'}",
+                          model=model, rule="CFG-3", value=versions)
+        elif expected is None and len(versions) > (servable_count(config) or len(versions)):
+            check.finding(f"{model}: the policy {policy} allows {servable_count(config)} version(s) at once but "
+                          f"the server serves {versions}", model=model, rule="CFG-3", value=versions)
+        if model in rollouts:
+            check.measure("servable versions", len(versions), "versions", model=model, threshold=2, comparison=">=",
+                          finding=f"{model}: a {rollouts[model]} rollout is declared but only {len(versions)} "
+                                  f"version(s) serve ({versions or 'none'}); old and new must serve side by side")
+    missing = sorted(set(rollouts) - {s.name for s in found.sources})
+    for model in missing:
+        check.finding(f"lint.rollout names {model}, which is not among the configs in {found.where}",
+                      rule="CFG-3", model=model)
+    if check.errors:
+        check.recommend("Write version_policy in every config.pbtxt: specific { versions: [old, new] } during a "
+                        "canary or blue-green rollout, latest { num_versions: 1 } otherwise.")
+    elif not found.from_files:
+        check.incomplete("the server's live config always carries a policy, so whether it is written out can only "
+                         "be read from the files: pass --triton-model-repository")
+
+
+def _gpu_models(triton) -> list[str]:
+    from pytest_triton_ready.rules.model_rules import has_gpu_instances
+    from pytest_triton_ready.rules.sources import deployment_configs
+
+    return sorted(s.name for s in deployment_configs(triton).sources if has_gpu_instances(s.config))
+
+
+@pytest.mark.triton_check("CFG-4")
+def test_gpu_memory_headroom(triton, triton_settings, gpu, check):
+    """With every model loaded, each GPU's memory use stays under gpu_memory_used_max_fraction (90%)."""
+    from pytest_triton_ready.rules.resources import gpu_memory_use
+
+    readings = gpu.read()
+    if not readings:
+        gpu_models = _gpu_models(triton)
+        if not gpu_models:
+            check.not_applicable(f"no model has KIND_GPU instances, and no GPU can be read ({gpu.unavailable_reason})")
+        check.incomplete(f"{', '.join(gpu_models)} run KIND_GPU instances but no GPU can be read: {gpu.unavailable_reason}")
+    uses = gpu_memory_use(readings)
+    if not uses:
+        check.incomplete(f"the GPU readings ({gpu.source}) carry no memory used/total")
+    limit = triton_settings.threshold("gpu_memory_used_max_fraction")
+    check.evidence("GPU readings", f"source: {gpu.source}")
+    for use in uses:
+        check.measure(f"{use.label} memory used", round(use.used_bytes / 1e9, 3), "GB")
+        check.measure(f"{use.label} memory used fraction", round(use.fraction, 4), "ratio", threshold=limit,
+                      finding=f"{use.label} uses {use.fraction:.1%} of its {use.total_bytes / 1e9:.1f} GB, above "
+                              f"{limit.value:.0%}: a new model version or a traffic peak has no room to load")
+    if check.errors:
+        check.recommend("Lower instance_group counts, move models to other GPUs, or add GPUs.")
+
+
+@pytest.mark.triton_check("CFG-4")
+def test_host_memory_headroom(triton, triton_settings, triton_metrics, check):
+    """With every model loaded, host memory use (nv_cpu_memory_used/total_bytes) stays under
+    cpu_memory_used_max_fraction (90%)."""
+    from pytest_triton_ready.rules.resources import host_memory_use, polled_snapshot
+
+    use = host_memory_use(polled_snapshot(triton_metrics))
+    if use is None:
+        check.incomplete("the server exports no nv_cpu_memory_used_bytes / nv_cpu_memory_total_bytes "
+                         "(started with --allow-cpu-metrics=false?)")
+    check.measure("host memory used", round(use.used_bytes / 1e9, 3), "GB")
+    check.measure("host memory used fraction", round(use.fraction, 4), "ratio",
+                  threshold=triton_settings.threshold("cpu_memory_used_max_fraction"),
+                  finding=f"the host uses {use.fraction:.1%} of its {use.total_bytes / 1e9:.1f} GB: python stubs, "
+                          "CPU instances and request buffers have no headroom left")
+
+
+@pytest.mark.triton_check("CFG-4")
+def test_pinned_memory_pool_set(triton, triton_metrics, check):
+    """The pinned (page-locked) memory pool is set: nv_pinned_memory_pool_total_bytes > 0 on a
+    deployment with KIND_GPU instances."""
+    from pytest_triton_ready.rules.resources import pinned_pool_bytes, polled_snapshot
+
+    pool = pinned_pool_bytes(polled_snapshot(triton_metrics))
+    if pool is None:
+        check.incomplete("the server exports no nv_pinned_memory_pool_total_bytes")
+    if pool == 0 and not _gpu_models(triton):
+        check.not_applicable("the pinned pool is 0 bytes, and it only speeds host-GPU copies: no model has "
+                             "KIND_GPU instances (a server without CUDA allocates no pool)")
+    if not check.measure("pinned memory pool", round(pool / 2**20, 1), "MiB", threshold=0, comparison=">",
+                         finding="the pinned memory pool is 0 bytes, so host-device copies go through pageable "
+                                 "memory and are slower"):
+        check.recommend("Start tritonserver with --pinned-memory-pool-byte-size (default 268435456).")

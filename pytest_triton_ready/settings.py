@@ -109,7 +109,16 @@ YAML_SCHEMA: dict[str, Any] = {
     "slo": MapOf(SLO_SCHEMA),
     "thresholds": MapOf(float),
     "report": {"dir": str},
+    "lint": {
+        "disable": [str],
+        "nondeterministic_models": [str],
+        "stateful_models": [str],
+        "preferred_batch_size_models": [str],
+        "rollout": MapOf(str),
+        "measure_model_memory": bool,
+    },
 }
+ROLLOUTS = ("canary", "blue-green")
 
 
 @dataclass(frozen=True)
@@ -265,6 +274,10 @@ def build_settings(
         except ValueError:
             raise SettingsError(f"--triton-threshold from cli: {name} must be a number, got {value!r}") from None
         settings.threshold_overrides[name.strip()] = _threshold(name.strip(), number, "cli")
+
+    for model, kind in data.get("lint", {}).get("rollout", {}).items():
+        if kind not in ROLLOUTS:
+            raise SettingsError(f"lint.rollout.{model} from {yaml_source}: expected one of {', '.join(ROLLOUTS)}, got {kind!r}")
 
     if settings.triton_launch == "attach" and not settings.triton_url:
         raise SettingsError(f"--triton-launch=attach from {settings.sources['triton_launch']} needs --triton-url")

@@ -31,4 +31,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "startup_ready_timeout_s": ThresholdSpec(120.0, "s", "longest wait for a launched server to become ready"),
     "success_rate_min": ThresholdSpec(0.999, "ratio", "lowest acceptable share of successful requests"),
     "metrics_scrape_timeout_s": ThresholdSpec(5.0, "s", "longest acceptable time to answer a metrics scrape"),
+    "queue_delay_budget_fraction": ThresholdSpec(0.8, "ratio", "largest share of a model's p99 budget its max_queue_delay may take"),
+    "gpu_memory_used_max_fraction": ThresholdSpec(0.9, "ratio", "highest GPU memory use per GPU once every model is loaded"),
+    "cpu_memory_used_max_fraction": ThresholdSpec(0.9, "ratio", "highest host memory use once every model is loaded"),
 }

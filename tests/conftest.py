@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+# Imported once for the whole session: pytester's in-process runs drop modules they import, and a
+# second import of ml_dtypes (under tritonclient) or of generated protobuf modules fails.
+import tritonclient.grpc.model_config_pb2  # noqa: F401
+import tritonclient.http  # noqa: F401
 
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 

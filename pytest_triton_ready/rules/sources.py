@@ -1,0 +1,51 @@
+"""Which configs a run checks: the files of the model repository when one is known, else the
+live configs the server serves (GET /v2/models/M/config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
+
+
+@dataclass
+class DeploymentConfigs:
+    """The configs found, the ones that could not be read, and where they came from."""
+
+    where: str
+    sources: list[ModelSource] = field(default_factory=list)
+    errors: list[ConfigSyntaxError] = field(default_factory=list)
+    from_files: bool = True
+
+
+def repository_path(target) -> Path | None:
+    """--triton-model-repository, else the repository the run's own launcher serves."""
+    configured = target.settings.triton_model_repository
+    if configured:
+        return Path(configured)
+    served = getattr(target.launcher, "model_repository", None)
+    return Path(served) if served else None
+
+
+def deployment_configs(target) -> DeploymentConfigs:
+    """Every config in scope: repository files (all models, or --triton-models), else live ones."""
+    repository = repository_path(target)
+    if repository is not None:
+        if not repository.is_dir():
+            found = DeploymentConfigs(f"repository {repository}")
+            found.errors.append(ConfigSyntaxError(str(repository), None, None, "not a directory"))
+            return found
+        sources, errors = read_repository(repository, target.settings.triton_models or ())
+        return DeploymentConfigs(f"repository {repository}", sources, errors)
+    found = DeploymentConfigs(f"live configs from {target.endpoints.http_url}", from_files=False)
+    ready = {e["name"] for e in target.client.repository_index() if e.get("state") == "READY"}
+    for model in target.models():
+        origin = f"{target.endpoints.http_url}/v2/models/{model}/config"
+        if model not in ready:
+            continue  # CFG-1 "models READY" reports it; an unloaded model has no live config
+        try:
+            found.sources.append(source_from_server(model, target.client.model_config(model), origin))
+        except ConfigSyntaxError as exc:
+            found.errors.append(exc)
+    return found
