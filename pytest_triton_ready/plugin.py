@@ -6,6 +6,8 @@ tritonclient stack, a launched server) is created only when a check asks for it.
 
 from __future__ import annotations
 
+import inspect
+import re
 import time
 from typing import Iterator
 
@@ -160,8 +162,15 @@ def _result_for(item: pytest.Item) -> Result | None:
         return None
     check_id, phase = identity
     marker = item.get_closest_marker("triton_check")
-    doc = (getattr(item, "function", None).__doc__ or item.name).strip().splitlines()[0]
-    return Result(check_id, phase, doc.rstrip("."), item.nodeid, blocking=marker.kwargs.get("blocking", True))
+    return Result(check_id, phase, check_title(getattr(item, "function", None).__doc__ or item.name), item.nodeid,
+                  blocking=marker.kwargs.get("blocking", True))
+
+
+def check_title(docstring: str) -> str:
+    """A check's title: the first sentence of its docstring, even when it wraps over lines."""
+    paragraph = " ".join(inspect.cleandoc(docstring).split("\n\n")[0].split())
+    sentence = re.split(r"(?<=[a-z0-9)%])\.\s+(?=[A-Z])", paragraph, maxsplit=1)[0]
+    return sentence.rstrip(".")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

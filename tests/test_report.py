@@ -531,3 +531,14 @@ def test_wheel_ships_the_schema_and_templates(tmp_path):
                "pytest_triton_ready/report/templates/readiness.html.j2",
                "pytest_triton_ready/report/templates/readiness.css"}
     assert shipped <= names, shipped - names
+
+
+def test_a_check_title_is_the_first_sentence_of_its_docstring():
+    from pytest_triton_ready.plugin import check_title
+
+    assert check_title("""Every model answers with the outputs it
+        declares (names, shapes). Then more detail.
+
+        Another paragraph.""") == "Every model answers with the outputs it declares (names, shapes)"
+    assert check_title("The pool is set: nv_pinned_memory_pool_total_bytes > 0 on a 2.51 server.") == \
+        "The pool is set: nv_pinned_memory_pool_total_bytes > 0 on a 2.51 server"
