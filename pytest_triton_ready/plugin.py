@@ -269,6 +269,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run.finished_at = now_iso()
     from .report import write_reports
 
+    _junit_suite_properties(session.config, run)
     try:
         session.config.stash[REPORT_FILES_KEY] = write_reports(run, run.settings.readiness_report)
     except Exception as exc:  # what was measured is already on screen and, if possible, in the JSON
@@ -276,6 +277,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"could not write the report into {run.settings.readiness_report}: {type(exc).__name__}: {exc}")
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _junit_suite_properties(config: pytest.Config, run: Run) -> None:
+    """The overall verdict as properties of the JUnit testsuite, for CI systems that read only the XML."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pytest moved it; the per-testcase properties still carry everything
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    from .report.verdict import overall_verdict, verdict_reason
+
+    xml.add_global_property("triton_ready_verdict", overall_verdict(run.results))
+    xml.add_global_property("triton_ready_verdict_reason", verdict_reason(run.results))
+    xml.add_global_property("triton_ready_report", str(run.settings.readiness_report))
 
 
 @pytest.hookimpl(trylast=True)

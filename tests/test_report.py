@@ -247,6 +247,8 @@ def test_failing_check_is_not_ready_with_its_finding_in_every_format(run_checkli
     assert f"- {' '.join(finding.split())}" in failures
     assert any(line.startswith("| ✗ | CFG-1 |") and "fails_to_load" in line for line in markdown.splitlines())
 
+    suite = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().find("testsuite").find("properties")}
+    assert suite["triton_ready_verdict"] == "NOT READY" and suite["triton_ready_verdict_reason"] == report["verdict_reason"]
     case = junit_cases(junit)["test_models_ready"]
     assert prop(case, "verdict") == "fail"
     assert finding in [v for n, v in properties(case) if n == "finding"]
