@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO_ROOT, TEST_REPOSITORIES
 
@@ -409,11 +410,15 @@ def test_untrusted_text_is_escaped_and_secrets_redacted(tmp_path):
     result = _result("SEC-1", Verdict.FAIL)
     result.findings = [Finding(hostile)]
     result.evidence = [Evidence("server log", f"line | with pipe\n{hostile}")]
-    result.measurements = [Measurement("odd value", float("nan"), "ms")]
+    result.measurements = [Measurement("odd value", float("nan"), "ms"), Measurement("numpy", np.int64(3), "requests",
+                                                                                   threshold=np.float32(2.5), comparison="<=",
+                                                                                   threshold_source="check",
+                                                                                   passed=np.bool_(False))]
     result.charts = [Chart(f"<b>{SECRET}</b>", "x", "y", [Series("s<1>", [(0, 1.0), (1, None), (2, float("inf"))])])]
     document = _document([result])
     assert schema_errors(document) == []
-    assert document["results"][0]["measurements"][0]["value"] == "nan"
+    measured = document["results"][0]["measurements"]
+    assert (measured[0]["value"], measured[1]["value"], measured[1]["threshold"]) == ("nan", 3, 2.5)
     written = render_files(document, tmp_path)
     (tmp_path / "readiness.json").write_text(dumps(document))
     for path in (tmp_path / "readiness.json", *written.values()):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from typing import Any
 
 from .context import runner_versions
@@ -44,21 +45,26 @@ def results_of(document: dict[str, Any]) -> list[Result]:
 
 
 def dumps(document: dict[str, Any]) -> str:
-    """The document as readiness.json text: strict JSON (no NaN), stable key order."""
+    """The document as readiness.json text: strict JSON (no NaN), keys in a fixed order."""
     return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def json_ready(value: Any) -> Any:
-    """Plain JSON types only: tuples become lists, paths and other objects their text, and a
-    non-finite float its name ("nan", "inf"), since strict JSON has no NaN."""
+    """Plain JSON types only: tuples become lists, numpy scalars Python numbers, paths and other
+    objects their text, and a non-finite float its name ("nan", "inf"): strict JSON has no NaN."""
     if isinstance(value, dict):
         return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_ready(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):  # numpy scalars and arrays
+        return json_ready(value.tolist())
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        return value if math.isfinite(value) else str(value)
     if hasattr(value, "value") and isinstance(getattr(value, "value"), str):  # enums
         return value.value
     return str(value)
