@@ -352,6 +352,7 @@ def test_not_applicable_does_not_block_and_incomplete_does(run_checklist, pytest
     assert "- – **OPS-9** After a server restart every model is READY again within the start-up budget (incomplete): " \
            "the server was attached by URL" in markdown.split("## Could not run")[1]
     assert "## Not applicable" in markdown and "## Failures" not in markdown
+    assert "Checklist items: CFG-9 ✓ · GPU-9 – · OPS-9 –" in markdown
 
     cases = junit_cases(junit)
     for name, verdict, reason in (("test_gpu_memory_headroom", "not_applicable", "KIND_GPU"),

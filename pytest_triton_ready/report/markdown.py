@@ -16,8 +16,9 @@ EVIDENCE_LIMIT = 4000  # characters of one evidence text; job summaries are limi
 
 def render_markdown(document: dict[str, Any]) -> str:
     results = results_of(document)
+    items = " · ".join(f"{i['check_id']} {VERDICT_SYMBOLS[Verdict(i['verdict'])]}" for i in document["checklist"])
     lines = [f"# Triton readiness: {document['verdict']}", "",
-             f"**{document['verdict']}**: {document['verdict_reason']}.", ""]
+             f"**{document['verdict']}**: {document['verdict_reason']}.", "", f"Checklist items: {items}", ""]
     lines += _context_lines(document)
     lines += ["", "| | Check | Phase | Title | Verdict | Detail |", "|---|---|---|---|---|---|"]
     for result in results:
