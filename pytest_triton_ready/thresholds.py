@@ -31,4 +31,8 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "startup_ready_timeout_s": ThresholdSpec(120.0, "s", "longest wait for a launched server to become ready"),
     "success_rate_min": ThresholdSpec(0.999, "ratio", "lowest acceptable share of successful requests"),
     "metrics_scrape_timeout_s": ThresholdSpec(5.0, "s", "longest acceptable time to answer a metrics scrape"),
+    "attestation_max_age_days": ThresholdSpec(90.0, "days", "oldest acceptable runbook, disaster-recovery or training record (OPS-1, OPS-3, OPS-4)"),
+    "capacity_headroom": ThresholdSpec(0.3, "ratio", "spare capacity planned above the declared peak rate (OPS-2)"),
+    "tls_cert_expiry_warning_days": ThresholdSpec(30.0, "days", "a server certificate expiring sooner is a warning (SEC-2)"),
+    "malformed_oversize_payload_mib": ThresholdSpec(80.0, "MiB", "size of the oversize request SEC-3 sends; a server should refuse it"),
 }
