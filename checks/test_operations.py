@@ -71,7 +71,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     if not peaks:
         check.finding("no capacity plan: declare each model's expected peak rate under "
                       "operations.capacity.peak_rate (infer/s)", rule="operations.capacity.peak_rate")
-    models_in_scope = triton_settings.triton_models
+    models_in_scope = triton_settings.triton_models or []
     for model in models_in_scope:
         if model not in peaks:
             check.finding(f"{model}: in scope but has no expected peak rate in operations.capacity.peak_rate",
