@@ -51,6 +51,7 @@ class TLSRelay:
         self.context.set_alpn_protocols(["h2", "http/1.1"])
         self.target = target
         self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)  # so that the accept loop sees the end of the test
         self.port = self.listener.getsockname()[1]
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -61,15 +62,18 @@ class TLSRelay:
 
     def __exit__(self, *exc) -> None:
         self._closed.set()
-        self.listener.close()
         self._thread.join(timeout=5)
+        self.listener.close()
 
     def _accept(self) -> None:
         while not self._closed.is_set():
             try:
                 client, _ = self.listener.accept()
+            except socket.timeout:
+                continue
             except OSError:
                 return
+            client.settimeout(None)
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
