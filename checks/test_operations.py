@@ -95,6 +95,12 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     if not measured:
         check.incomplete("PERF-2 did not run in this session: no measured throughput within SLO "
                          "(perf.capacity) to plan from")
+    for model in sorted(set(measured) - set(peaks)):
+        check.finding(f"{model}: PERF-2 measured it, but it has no expected peak rate in "
+                      "operations.capacity.peak_rate", model=model, rule="operations.capacity.peak_rate")
+    if check.errors:
+        check.recommend("Declare an expected peak rate (infer/s) for every model the deployment serves.")
+        return
     unmeasured = sorted(m for m in peaks if m not in measured)
     if unmeasured:
         check.incomplete(f"PERF-2 measured no throughput within SLO for {', '.join(unmeasured)}")

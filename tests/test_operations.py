@@ -165,7 +165,7 @@ def test_missing_experiment_and_measurements_make_ops1_and_ops2_incomplete(run_c
 
 def test_capacity_fact_for_one_model_only_is_incomplete_not_pass(run_checklist, pytester):
     facts = facts_file(pytester, **{"perf.capacity": {"scale": CAPACITY_FACT["scale"]}})
-    run = run_checklist(facts, "test_operations.py", args=(good_yaml(pytester), "-k", "capacity"))
+    run = run_checklist(facts, "test_operations.py", args=(good_yaml(pytester), "-k", "capacity or publish"))
     ops2 = run.result("test_capacity_plan_carries_declared_peak")
     assert ops2["verdict"] == "incomplete"
     assert ops2["reason"] == "PERF-2 measured no throughput within SLO for cached_sum"
@@ -180,7 +180,7 @@ def test_no_plan_declared_fails_and_threshold_overrides_apply(run_checklist, pyt
         thresholds:
           attestation_max_age_days: 180
     """)
-    run = run_checklist(facts, "test_operations.py", args=(config, "-k", "capacity or disaster",
+    run = run_checklist(facts, "test_operations.py", args=(config, "-k", "capacity or disaster or publish",
                                                             "--triton-models=scale"))
     ops2 = run.result("test_capacity_plan_carries_declared_peak")
     assert ops2["verdict"] == "fail"
@@ -216,3 +216,18 @@ def test_dedicated_placement_sums_the_models_gpus():
     assert model_plan("scale", CAPACITY_FACT["scale"], 1000, 0.3, None).instances_per_gpu == 2
     with pytest.raises(ValueError, match="lacks instances"):
         model_plan("scale", {"max_throughput_within_slo_infer_s": 1.0}, 10, 0.3, None)
+
+
+def test_a_measured_model_without_a_peak_rate_fails_ops2(run_checklist, pytester):
+    facts = facts_file(pytester, **{"perf.capacity": CAPACITY_FACT})
+    config = settings_file(pytester, """
+        operations:
+          capacity:
+            peak_rate: {scale: 100}
+            fleet: {gpus: 1}
+    """)
+    run = run_checklist(facts, "test_operations.py", args=(config, "-k", "capacity or publish"))
+    ops2 = run.result("test_capacity_plan_carries_declared_peak")
+    assert ops2["verdict"] == "fail"
+    assert findings(ops2) == ["cached_sum: PERF-2 measured it, but it has no expected peak rate in "
+                              "operations.capacity.peak_rate"]
