@@ -231,3 +231,20 @@ def test_a_measured_model_without_a_peak_rate_fails_ops2(run_checklist, pytester
     assert ops2["verdict"] == "fail"
     assert findings(ops2) == ["cached_sum: PERF-2 measured it, but it has no expected peak rate in "
                               "operations.capacity.peak_rate"]
+
+
+def test_attestation_dated_in_the_future_or_with_a_bad_link_is_refused(tmp_path):
+    from pytest_triton_ready.operations.attestations import review_attestation
+
+    (tmp_path / "drill.md").write_text("done")
+    section = {"attestations": {
+        "disaster_recovery": {"link": "drill.md", "owner": "sre", "date": TODAY + dt.timedelta(days=3)},
+        "team_training": {"link": "ftp://files/training", "owner": "ml", "date": TODAY},
+    }}
+    dr = review_attestation(section, "disaster_recovery", 90, TODAY, tmp_path)
+    assert dr.link_kind == "file" and dr.problems == [
+        f"operations.attestations.disaster_recovery.date {(TODAY + dt.timedelta(days=3)).isoformat()} is in the future"]
+    training = review_attestation(section, "team_training", 90, TODAY, tmp_path)
+    assert training.problems == ["operations.attestations.team_training.link: 'ftp://files/training' is neither "
+                                 "an http(s) URL nor a file path"]
+    assert review_attestation(section, "disaster_recovery", 90, TODAY + dt.timedelta(days=3), tmp_path).accepted

@@ -8,9 +8,11 @@ import textwrap
 import uuid
 from pathlib import Path
 
-import cryptography.x509  # noqa: F401  loaded once, here: pytester's in-process runs unload what they
+# Imported here, once: pytester's in-process runs unload the modules they import, and importing a
+# C extension (grpc, cryptography) a second time in one process crashes it.
+import cryptography.x509  # noqa: F401
 import pytest
-import tritonclient.grpc  # noqa: F401  import, and a C extension must not be imported twice
+import tritonclient.grpc  # noqa: F401
 from conftest import TEST_REPOSITORIES
 from tlstools import TLSRelay, self_signed
 
