@@ -1,6 +1,6 @@
 """SEC-1..SEC-4 through pytester against real servers: the open demo server, one started with
 restricted APIs (the admin key is the secret SEC-4 hunts for), TLS relays with self-signed
-certificates in front of the demo server, and a model that stays broken after an oversize request."""
+certificates (in front of the demo server, and Triton's own gRPC TLS), and a model that stays broken after an oversize request."""
 
 from __future__ import annotations
 
@@ -113,17 +113,23 @@ def relay_to(cert, url_or_address: str) -> TLSRelay:
     return TLSRelay(cert[0], cert[1], (host, int(port)))
 
 
-def test_tls_with_a_certificate_expiring_in_10_days_passes_with_a_warning(run_checklist, pytester, demo_server,
-                                                                          certificates):
+def test_tls_with_a_certificate_expiring_in_10_days_passes_with_a_warning(run_checklist, pytester, certificates):
+    """gRPC: Triton's own TLS (--grpc-use-ssl); HTTP: a TLS-terminating relay in front of Triton."""
     cert = certificates["soon"]
     config = settings_file(pytester, f"""
         security:
           exposed_beyond_cluster: true
           tls: {{ca_file: {cert[0]}}}
     """)
-    with relay_to(cert, demo_server.endpoints.http_url) as http, relay_to(cert, demo_server.endpoints.grpc_url) as grpc:
-        run = run_checklist("test_security.py", url=f"https://127.0.0.1:{http.port}",
-                            args=(config, f"--triton-grpc-url=127.0.0.1:{grpc.port}", "-k", "transport"))
+    launcher = EmbeddedLauncher(extra_args=["--grpc-use-ssl=true", f"--grpc-server-cert={cert[0]}",
+                                            f"--grpc-server-key={cert[1]}"])
+    launcher.start()
+    try:
+        with relay_to(cert, launcher.endpoints.http_url) as http:
+            run = run_checklist("test_security.py", url=f"https://127.0.0.1:{http.port}",
+                                args=(config, f"--triton-grpc-url={launcher.endpoints.grpc_url}", "-k", "transport"))
+    finally:
+        launcher.cleanup()
     run.outcome.assert_outcomes(passed=1)
     sec2 = run.result("test_transport_uses_tls_when_exposed")
     assert sec2["verdict"] == "pass"
@@ -132,7 +138,7 @@ def test_tls_with_a_certificate_expiring_in_10_days_passes_with_a_warning(run_ch
     assert set(days) == {"HTTP", "gRPC"} and all(9.9 <= d <= 10.0 for d in days.values())
     warnings = findings(sec2, "warning")
     assert len(warnings) == 2 and all("within the warning period of 30 days" in w for w in warnings)
-    described = next(e["text"] for e in sec2["evidence"] if e["label"] == "HTTP certificate")
+    described = next(e["text"] for e in sec2["evidence"] if e["label"] == "gRPC certificate")
     assert "(self-signed)" in described and "127.0.0.1" in described and "verified:   yes" in described
 
 
