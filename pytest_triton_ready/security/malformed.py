@@ -101,7 +101,11 @@ def build_cases(model: str, inputs: dict[str, np.ndarray], config: dict[str, Any
              to: str = path) -> MalformedCase:
         return MalformedCase(name, model, to, body, {"Content-Type": "application/json", **(headers or {})}, detail)
 
+    if not good:
+        return []
     first = good[0]
+    optional = {i.get("name") for i in config.get("input", []) if i.get("optional")}
+    required = [t for t in good if t["name"] not in optional]
     cases = []
     other = _other_datatype(first["datatype"])
     wrong_type = [{**first, "datatype": other, "data": _convert(first["data"], other)}] + good[1:]
@@ -109,7 +113,10 @@ def build_cases(model: str, inputs: dict[str, np.ndarray], config: dict[str, Any
                                                             f"declared {first['datatype']}"))
     wrong_shape = [{**first, "shape": first["shape"] + [1]}] + good[1:]
     cases.append(case("wrong shape", request(wrong_shape), f"{first['name']} shape {first['shape'] + [1]}"))
-    cases.append(case("missing input", request(good[1:]), f"{first['name']} left out"))
+    if required:
+        left_out = required[0]["name"]
+        cases.append(case("missing input", request([t for t in good if t["name"] != left_out]),
+                          f"{left_out} left out"))
     cases.append(_oversize_case(model, path, first, good[1:], config, oversize_bytes, parameters))
     cases.append(case("invalid JSON", request(good)[: max(8, len(request(good)) // 2)], "the body cut in half"))
     max_batch = int(config.get("max_batch_size") or 0)
