@@ -236,9 +236,10 @@ def test_a_full_checklist_run_leaks_the_admin_key_nowhere(run_checklist, pyteste
     searched = next(e["text"] for e in sec4["evidence"] if e["label"] == "searched").splitlines()
     assert any(s.startswith("result of SEC-3") for s in searched) and "settings as reported" in searched
 
-    artifacts = {p.name: p.read_text(errors="replace") for p in run.report_dir.rglob("*") if p.is_file()}
-    assert "readiness.json" in artifacts
-    artifacts["junit.xml"] = junit.read_text()
+    # every file the run left (report JSON/MD/HTML, JUnit XML, journals, logs), the terminal, the server log
+    artifacts = {str(p.relative_to(pytester.path)): p.read_text(errors="replace")
+                 for p in pytester.path.rglob("*") if p.is_file()}
+    assert "report/readiness.json" in artifacts and "junit.xml" in artifacts
     artifacts["terminal"] = "\n".join(run.outcome.outlines + run.outcome.errlines)
     artifacts["server log"] = restricted_server.log_text(10**6)
     assert "test_secrets_stay_out_of_outputs PASSED" in artifacts["terminal"]
