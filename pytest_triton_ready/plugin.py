@@ -112,6 +112,13 @@ def triton_facts(pytestconfig: pytest.Config) -> dict:
     return pytestconfig.stash[RUN_KEY].facts
 
 
+@pytest.fixture(scope="session")
+def triton_run(pytestconfig: pytest.Config):
+    """The run so far (a Run): its settings, the Results earlier checks recorded, the context the
+    report will show. SEC-4 searches these for leaked secrets; checks do not change them."""
+    return pytestconfig.stash[RUN_KEY]
+
+
 @pytest.fixture
 def check(request: pytest.FixtureRequest) -> CheckRecorder:
     """The record of the running check: `threshold`, `measure`, `finding`, `recommend`, `evidence`,

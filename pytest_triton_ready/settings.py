@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from .operations.schema import OPERATIONS_SCHEMA
+from .security.schema import SECURITY_SCHEMA
 from .thresholds import THRESHOLDS, ThresholdValue
 from .yamlschema import MapOf, SchemaError, load_yaml
 
@@ -117,6 +119,8 @@ YAML_SCHEMA: dict[str, Any] = {
         "rollout": MapOf(str),
         "measure_model_memory": bool,
     },
+    "operations": OPERATIONS_SCHEMA,
+    "security": SECURITY_SCHEMA,
 }
 ROLLOUTS = ("canary", "blue-green")
 
