@@ -184,10 +184,10 @@ def test_tls_not_required_inside_the_cluster(run_checklist, pytester):
 
 # -- SEC-3 ---------------------------------------------------------------------------------------
 def test_bounded_models_refuse_every_malformed_request(run_checklist):
-    run = run_checklist("test_security.py", args=("-k", "malformed", "--triton-models=cached_sum,accumulate"))
+    run = run_checklist("test_security.py", args=("-k", "malformed"))
     run.outcome.assert_outcomes(passed=1)
     sec3 = run.result("test_malformed_requests_get_clean_errors")
-    for model in ("cached_sum", "accumulate"):
+    for model in ("scale", "cached_sum", "accumulate"):
         statuses = {m["name"]: m["value"] for m in sec3["measurements"] if m["model"] == model}
         assert statuses["good request before"] == statuses["good request after"] == "ok"
         for case in ("wrong datatype", "wrong shape", "missing input", "oversize payload",
@@ -197,14 +197,16 @@ def test_bounded_models_refuse_every_malformed_request(run_checklist):
     assert [m["value"] for m in sec3["measurements"] if m["name"] == "unknown model"] == [404]
     assert any("invalid JSON request is refused with HTTP 500" in w for w in findings(sec3, "warning"))
     table = next(e["text"] for e in sec3["evidence"] if e["label"].startswith("malformed requests"))
-    assert len(table.splitlines()) == 2 * 6 + 1
+    assert len(table.splitlines()) == 3 * 6 + 1
 
 
 def test_a_model_accepting_an_oversize_payload_fails_sec3(run_checklist):
-    run = run_checklist("test_security.py", args=("-k", "malformed", "--triton-models=scale"))
+    repository = TEST_REPOSITORIES / "unbounded"
+    run = run_checklist("test_security.py", url=None,
+                        args=("-k", "malformed", "--triton-launch=embedded", f"--triton-model-repository={repository}"))
     run.outcome.assert_outcomes(failed=1)
     sec3 = run.result("test_malformed_requests_get_clean_errors")
-    assert findings(sec3) == ["scale: the oversize payload request was accepted (HTTP 200): INPUT0 shape "
+    assert findings(sec3) == ["unbounded: the oversize payload request was accepted (HTTP 200): INPUT0 shape "
                               "[1, 20971520], 80 MiB"]
     assert "Bound the model's variable input dimensions" in sec3["recommendations"][0]
 
