@@ -37,12 +37,22 @@ OUT=$(cd "$OUT" && pwd)
 rm -f "$OUT/exit-code"
 
 command -v "$PYTHON" > /dev/null || fail "no $PYTHON on PATH (set PYTHON=/path/to/python3)"
+PYTHON=$("$PYTHON" -c 'import sys; print(sys.executable)')
 # The python backend stub finds its interpreter (and torch, numpy) as `python3` on PATH.
-PY_BIN=$(dirname "$("$PYTHON" -c 'import sys; print(sys.executable)')")
-export PATH="$PY_BIN:$PATH"
-
+export PATH="$(dirname "$PYTHON"):$PATH"
 if [[ -n $WHEELS ]]; then
     [[ -d $WHEELS ]] || fail "wheel directory $WHEELS does not exist"
+    WHEELS=$(cd "$WHEELS" && pwd)
+fi
+if [[ -n ${GPU_CHECK_SITE:-} ]]; then
+    mkdir -p "$GPU_CHECK_SITE"
+    GPU_CHECK_SITE=$(cd "$GPU_CHECK_SITE" && pwd)
+fi
+# Run from the output directory: `python -m` puts the working directory first on sys.path, and a
+# source checkout there would shadow the installed package (whose checklist is a subpackage).
+cd "$OUT"
+
+if [[ -n $WHEELS ]]; then
     shopt -s nullglob
     wheels=("$WHEELS"/*.whl)
     shopt -u nullglob
@@ -67,6 +77,7 @@ fi
     echo "host: $(hostname)"
     "$PYTHON" - << 'EOF'
 import importlib, platform
+from pathlib import Path
 print(f"python: {platform.python_version()} ({platform.machine()})")
 for name in ("pytest_triton_ready", "pytriton", "tritonclient", "numpy", "torch", "pynvml"):
     try:
@@ -77,7 +88,7 @@ for name in ("pytest_triton_ready", "pytriton", "tritonclient", "numpy", "torch"
             version = dist_version("nvidia-pytriton")
         if name == "torch":
             version += f" cuda={module.version.cuda} cuda_available={module.cuda.is_available()}"
-        print(f"{name}: {version or 'installed'}")
+        print(f"{name}: {version or 'installed'} at {Path(module.__file__).parent}")
     except Exception as exc:
         print(f"{name}: not available ({type(exc).__name__}: {exc})")
 EOF

@@ -167,6 +167,19 @@ def parse_process_list(text: str) -> list[tuple[int, str]]:
     return processes
 
 
+def select_stubs(processes: list[tuple[int, str]], repository: str, model: str | None = None) -> list[int]:
+    """Pids of python backend stubs among `processes`; with `model`, only that model's. A stub's
+    first argument is its model file, `<repository>/<model>/<version>/model.py`."""
+    pids = []
+    for pid, cmdline in processes:
+        argv = cmdline.split()
+        if not argv or not argv[0].endswith(STUB_NAME):
+            continue
+        if model is None or (len(argv) > 1 and argv[1].startswith(f"{repository.rstrip('/')}/{model}/")):
+            pids.append(pid)
+    return pids
+
+
 # Reads /proc, so it needs nothing but a POSIX shell and `tr` in the image.
 LIST_PROCESSES_SCRIPT = (
     'for d in /proc/[0-9]*; do c=$(tr "\\000" " " < "$d/cmdline" 2>/dev/null); '
@@ -352,9 +365,8 @@ class ContainerLauncher:
         return parse_process_list(output)
 
     def stub_pids(self, model: str | None = None) -> list[int]:
-        """Python backend stubs inside the container, of one model (its path in the repository) or all."""
-        marker = f"{CONTAINER_REPOSITORY}/{model}/" if model else ""
-        return [pid for pid, cmdline in self.processes() if STUB_NAME in cmdline and marker in cmdline]
+        """Python backend stubs inside the container, of one model or of all."""
+        return select_stubs(self.processes(), CONTAINER_REPOSITORY, model)
 
     def signal_process(self, pid: int, sig: int = signal.SIGKILL) -> None:
         """Send a signal to a process inside the container (e.g. kill a stub)."""
