@@ -9,11 +9,13 @@
 #               triton-ready.out, environment.txt, instance-kind.txt, model-repository/, exit-code
 #   WHEEL_DIR   optional: wheels to install first (pip --no-index --no-deps --target), for a
 #               machine without a package registry; see docs/container-and-gpu.md
-#   after --    extra triton-ready (pytest) arguments, e.g. -- --triton-soak=60s
+#   after --    extra triton-ready (pytest) arguments, e.g. -- -k 'not PERF'
 #
 # Environment: PYTHON (default python3), TRITON_READY_ARGS (extra arguments, split on spaces;
 # the same role as the trailing ones), GPU_CHECK_KIND (auto|gpu|cpu, default auto),
-# GPU_CHECK_SITE (where the wheels go; default a temporary directory, removed at the end).
+# GPU_CHECK_SITE (where the wheels go; default a temporary directory, removed at the end),
+# GPU_CHECK_SOAK (the short soak, default 60s, passed as --triton-soak when the checklist has that
+# option; empty for none).
 # Exit code: triton-ready's (0 READY, 1 a check failed or could not run, >1 usage or internal
 # error); 3 when the setup before the checklist failed.
 set -euo pipefail
@@ -29,6 +31,7 @@ EXTRA=("$@")
 read -r -a FROM_ENV <<< "${TRITON_READY_ARGS:-}"
 PYTHON=${PYTHON:-python3}
 KIND=${GPU_CHECK_KIND:-auto}
+SOAK=${GPU_CHECK_SOAK-60s}
 
 fail() { echo "gpu-check: $*" >&2; echo 3 > "$OUT/exit-code"; exit 3; }
 
@@ -104,6 +107,17 @@ REPO="$OUT/model-repository"
     || fail "could not write the demo repository: $(cat "$OUT/instance-kind.txt")"
 echo "gpu-check: $(cat "$OUT/instance-kind.txt")"
 
+# The short soak: on by default once the checklist has the option, so no edit is needed here.
+SOAK_ARGS=()
+if [[ -n $SOAK ]]; then
+    if "$PYTHON" -m pytest_triton_ready.cli --help 2> /dev/null | grep -q -- "--triton-soak"; then
+        SOAK_ARGS=("--triton-soak=$SOAK")
+        echo "gpu-check: short soak of $SOAK"
+    else
+        echo "gpu-check: this checklist has no --triton-soak option, so no soak"
+    fi
+fi
+
 ARGS=(
     --triton-launch=embedded
     "--triton-model-repository=$REPO"
@@ -114,7 +128,7 @@ ARGS=(
     -rA
 )
 set +e
-"$PYTHON" -m pytest_triton_ready.cli "${ARGS[@]}" "${FROM_ENV[@]}" "${EXTRA[@]}" 2>&1 | tee "$OUT/triton-ready.out"
+"$PYTHON" -m pytest_triton_ready.cli "${ARGS[@]}" "${SOAK_ARGS[@]}" "${FROM_ENV[@]}" "${EXTRA[@]}" 2>&1 | tee "$OUT/triton-ready.out"
 code=${PIPESTATUS[0]}
 set -e
 echo "$code" > "$OUT/exit-code"

@@ -19,6 +19,7 @@ from pytest_triton_ready.demo_repository import gpu_kind_available, set_instance
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "gpu-check.sh"
 GPU_HERE, WHY = gpu_kind_available()
+SHORT_SOAK = "15s"  # what CI can afford; the GPU machine's run uses the script's default
 
 
 def run_script(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -36,7 +37,7 @@ def junit_cases(path: Path) -> list[ET.Element]:
 def evidence(tmp_path_factory):
     """One whole run of the script, as CI runs it."""
     out = tmp_path_factory.mktemp("gpu-check")
-    completed = run_script(str(out))
+    completed = run_script(str(out), env={"GPU_CHECK_SOAK": SHORT_SOAK})
     return out, completed
 
 
@@ -59,6 +60,10 @@ def test_script_runs_the_whole_checklist_and_keeps_the_evidence(evidence):
     assert "successfully unloaded" in log  # the log was kept through shutdown
     assert "passed" in (out / "triton-ready.out").read_text()
     assert "python:" in (out / "environment.txt").read_text()
+    soak_known = "--triton-soak" in subprocess.run([sys.executable, "-m", "pytest_triton_ready.cli", "--help"],
+                                                   capture_output=True, text=True, cwd=out).stdout
+    said = f"short soak of {SHORT_SOAK}" if soak_known else "no --triton-soak option, so no soak"
+    assert said in completed.stdout
 
 
 @pytest.mark.skipif(GPU_HERE, reason=f"this machine can run KIND_GPU instances: {WHY}")
@@ -135,3 +140,41 @@ def test_gpu_variant_puts_every_demo_model_on_the_listed_gpus(tmp_path):
 def test_set_instance_kind_gives_a_config_without_groups_one():
     text = set_instance_kind('name: "m"\nbackend: "python"\n', "KIND_CPU")
     assert "instance_group" in text and "kind: KIND_CPU" in text and "gpus" not in text
+
+
+@pytest.fixture(scope="module")
+def pytriton_wheel(tmp_path_factory):
+    """The real nvidia-pytriton wheel, from pip's cache or the registry; skipped when neither has it."""
+    dest = tmp_path_factory.mktemp("pytriton-wheel")
+    completed = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(dest),
+                                "nvidia-pytriton==0.7.0"], capture_output=True, text=True, timeout=300)
+    wheels = list(dest.glob("nvidia_pytriton-*.whl"))
+    if completed.returncode != 0 or not wheels:
+        pytest.skip(f"the nvidia-pytriton wheel is not at hand: {completed.stderr.strip()[-200:]}")
+    return wheels[0]
+
+
+def test_slimmed_pytriton_wheel_still_serves_the_demo(pytriton_wheel, tmp_path):
+    """The slimmed wheel (one stub, no libpython of another version) installs with pip --target and
+    its tritonserver serves the demo models; this interpreter's version stands in for 3.12."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    completed = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "slim-pytriton-wheel.py"), str(pytriton_wheel),
+                                str(tmp_path / "slim"), "--python", version], capture_output=True, text=True, check=True)
+    [slim] = (tmp_path / "slim").glob("*.whl")
+    assert slim.stat().st_size < pytriton_wheel.stat().st_size - 10_000_000, completed.stdout
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", str(site),
+                    str(slim)], check=True, capture_output=True, timeout=300)
+    stubs = site / "pytriton" / "tritonserver" / "python_backend_stubs"
+    assert [p.name for p in stubs.iterdir()] == [version]
+    serve = ("from pytest_triton_ready.launchers.embedded import EmbeddedLauncher, pytriton_root\n"
+             "from pytest_triton_ready.client import TritonClient\n"
+             "launcher = EmbeddedLauncher()\n"
+             "try:\n"
+             "    e = launcher.start()\n"
+             "    print(pytriton_root(), TritonClient(e.http_url, e.grpc_url, {}, 10.0).infer('scale').ok)\n"
+             "finally:\n"
+             "    launcher.cleanup()\n")
+    served = subprocess.run([sys.executable, "-c", serve], capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(site)})
+    assert served.stdout.split() == [str(site / "pytriton"), "True"], served.stderr[-2000:]

@@ -192,6 +192,7 @@ class ContainerLauncher:
 
     name = "container"
     owns_process = True
+    process = None  # no host process of ours: reach the server's processes with exec()/processes()
 
     def __init__(self, settings, exit_timeout_s: int = 30) -> None:
         self.settings = settings
@@ -250,7 +251,8 @@ class ContainerLauncher:
                                     name=f"triton-ready-{self.workdir.name.rsplit('-', 1)[-1].lower()}")
         for host, mount in self.spec.volumes.items():
             container.with_volume_mapping(host, mount["bind"], mount["mode"])
-        container.with_envs(**self.spec.environment)
+        for key, value in self.spec.environment.items():
+            container.with_env(key, value)
         container.ports.update(self.spec.ports)  # (address, port) pairs: docker-py's own form
         container.with_kwargs(**self.spec.run_kwargs())
         return container
