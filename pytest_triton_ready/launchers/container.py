@@ -203,11 +203,12 @@ class ContainerLauncher:
         self.log_path = self.workdir / "tritonserver.log"
         self.container = None  # testcontainers DockerContainer once started
         self._host = "127.0.0.1"
+        self._ports = dict(self.spec.host_ports)  # where this runner reaches each container port
 
     # -- where it answers -------------------------------------------------------------------
     @property
     def endpoints(self) -> Endpoints:
-        ports = self.spec.host_ports
+        ports = self._ports
         return Endpoints(f"http://{self._host}:{ports[HTTP_PORT]}", f"{self._host}:{ports[GRPC_PORT]}",
                          f"http://{self._host}:{ports[METRICS_PORT]}/metrics")
 
@@ -231,7 +232,7 @@ class ContainerLauncher:
             if self.container is None:
                 self.container = self._create()
                 self.container.start()
-                self._host = self.container.get_container_host_ip()
+                self._locate()
             else:
                 self.wrapped.start()
         except LaunchError:
@@ -256,6 +257,13 @@ class ContainerLauncher:
         container.ports.update(self.spec.ports)  # (address, port) pairs: docker-py's own form
         container.with_kwargs(**self.spec.run_kwargs())
         return container
+
+    def _locate(self) -> None:
+        """Where this runner reaches the container: testcontainers knows (the Docker host, or the
+        container's bridge address when the runner itself runs in a container)."""
+        host = self.container.get_container_host_ip()
+        self._host = "127.0.0.1" if host in ("localhost", "::1") else host
+        self._ports = {port: int(self.container.get_exposed_port(port)) for port in self.spec.host_ports}
 
     def _wait_until_settled(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
@@ -356,7 +364,10 @@ class ContainerLauncher:
         """Run a command inside the running container: (exit code, output)."""
         if self.container is None:
             raise LaunchError("the container is not started")
-        result = self.container.exec(list(argv))
+        try:
+            result = self.container.exec(list(argv))
+        except Exception as exc:  # docker.errors.APIError: e.g. the container is not running
+            raise LaunchError(f"exec {argv[0]} in the container failed: {' '.join(str(exc).split())[:200]}") from None
         return int(result.exit_code), result.output.decode(errors="replace")
 
     def processes(self) -> list[tuple[int, str]]:
@@ -378,14 +389,16 @@ class ContainerLauncher:
 
 
 def _bind_address() -> str:
-    """Loopback when Docker runs on this host; every interface when the engine is remote, since
-    its loopback is not ours."""
+    """Loopback when Docker runs on this host and the runner is not itself in a container; every
+    interface otherwise, since the engine's loopback is not the runner's."""
     try:
         from testcontainers.core.docker_client import get_docker_host
+        from testcontainers.core.utils import inside_container
     except ImportError:
         return "127.0.0.1"
     host = get_docker_host() or ""
-    return "0.0.0.0" if host.startswith(("tcp://", "ssh://", "http://", "https://")) else "127.0.0.1"
+    remote = host.startswith(("tcp://", "ssh://", "http://", "https://"))
+    return "0.0.0.0" if remote or inside_container() else "127.0.0.1"
 
 
 def _docker_failure(exc: Exception, spec: ContainerSpec) -> str:
