@@ -28,7 +28,9 @@ rm -rf "$DIR"
 mkdir -p "$DIR"
 
 echo "gpu-wheels: the project"
-"$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation -w "$DIR" "$ROOT"
+ISOLATION=()
+"$PYTHON" -c 'import setuptools' 2> /dev/null && ISOLATION=(--no-build-isolation)
+"$PYTHON" -m pip wheel --quiet --no-deps "${ISOLATION[@]}" -w "$DIR" "$ROOT"
 
 echo "gpu-wheels: nvidia-pytriton, slimmed to the $TARGET_PYTHON stub"
 "$PYTHON" -m pip download --quiet --no-deps "${FOR_TARGET[@]}" -d "$WORK/pytriton" "nvidia-pytriton==0.7.0"

@@ -5,8 +5,9 @@ restarted and removed."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
-from pathlib import Path
+import time
 
 import pytest
 
@@ -15,7 +16,7 @@ from pytest_triton_ready.launchers.container import (
     CONTAINER_REPOSITORY, GRPC_PORT, HTTP_PORT, LIST_PROCESSES_SCRIPT, METRICS_PORT, ContainerLauncher,
     container_spec, parse_gpus, parse_process_list, select_stubs,
 )
-from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY
+from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.settings import build_settings
 
 IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
@@ -148,7 +149,8 @@ def test_process_listing_finds_the_python_backend_stubs_of_each_model(demo_serve
 
 
 def test_parse_process_list_skips_kernel_threads_and_noise():
-    text = "1 tritonserver --model-repository=/models\n2 \nabc nonsense\n 37 sh -c true \n"
+    text = ("/proc/1/cmdline:tritonserver --model-repository=/models \n/proc/2/cmdline: \nnonsense\n"
+            "/proc/abc/cmdline:x\n/proc/37/cmdline:sh -c true \n")
     assert parse_process_list(text) == [(1, "tritonserver --model-repository=/models"), (37, "sh -c true")]
 
 
@@ -226,3 +228,126 @@ def test_checklist_runs_against_a_container(run_checklist, container_settings):
         f"--triton-gpus={container_settings.triton_gpus}", "--triton-startup-timeout=600"))
     run.outcome.assert_outcomes(passed=3)
     assert run.report["context"]["launcher"] == "container"
+
+
+# -- the launcher's lifecycle, with the server as a host process standing in for the container ----
+class HostProcess:
+    """The docker-py Container calls the launcher makes (reload/attrs, start, stop, kill, wait,
+    logs), answered by the embedded tritonserver running as a host process on the spec's ports."""
+
+    def __init__(self, spec):
+        self.embedded = EmbeddedLauncher(spec.model_repository, exit_timeout_s=5)
+        self.embedded.ports = {"http": spec.host_ports[HTTP_PORT], "grpc": spec.host_ports[GRPC_PORT],
+                               "metrics": spec.host_ports[METRICS_PORT]}
+        self.name = f"stand-in-{self.embedded.workdir.name}"
+        self.attrs: dict = {}
+
+    def reload(self):
+        process = self.embedded.process
+        running = process is not None and process.poll() is None
+        self.attrs = {"State": {"Status": "running" if running else "exited", "Running": running,
+                                "ExitCode": None if process is None else process.returncode,
+                                "Pid": process.pid if running else 0}}
+
+    def start(self):  # like `docker start`: returns at once, readiness is the launcher's business
+        from pytest_triton_ready.launchers.process import spawn
+
+        self.embedded._log = open(self.embedded.log_path, "ab")
+        self.embedded.process = spawn(self.embedded.command(), self.embedded._environment(), self.embedded._log)
+
+    def stop(self, timeout=10):
+        self.embedded.stop(grace_s=timeout)
+
+    def kill(self, signal="SIGKILL"):
+        self.embedded.kill()
+
+    def wait(self, timeout=None):
+        return {"StatusCode": self.embedded.process.wait(timeout)}
+
+    def logs(self, stdout=True, stderr=True, tail="all"):
+        data = self.embedded.log_path.read_bytes() if self.embedded.log_path.exists() else b""
+        return data if tail == "all" else b"".join(data.splitlines(keepends=True)[-tail:])
+
+
+class HostProcessContainer:
+    """The testcontainers DockerContainer calls the launcher makes; exec runs on this host."""
+
+    def __init__(self, spec):
+        self.wrapped = HostProcess(spec)
+        self.removed = False
+
+    def start(self):
+        self.wrapped.start()
+        return self
+
+    def get_container_host_ip(self):
+        return "localhost"
+
+    def get_exposed_port(self, port):
+        return self.wrapped.embedded.ports[{HTTP_PORT: "http", GRPC_PORT: "grpc", METRICS_PORT: "metrics"}[port]]
+
+    def get_wrapped_container(self):
+        return self.wrapped
+
+    def exec(self, argv):
+        done = subprocess.run(argv, capture_output=True)
+        return type("ExecResult", (), {"exit_code": done.returncode, "output": done.stdout + done.stderr})()
+
+    def stop(self, force=True, delete_volume=True):  # testcontainers' stop removes the container
+        self.wrapped.embedded.cleanup()
+        self.removed = True
+
+
+class HostProcessLauncher(ContainerLauncher):
+    def _create(self):
+        self.stand_in = HostProcessContainer(self.spec)
+        self.repository_inside = str(self.spec.model_repository)
+        return self.stand_in
+
+
+def test_launcher_lifecycle_kill_stub_restart_stop_and_removal(tmp_path):
+    """Everything the launcher does around Docker, against the real server: readiness, endpoints on
+    the chosen ports, a stub killed through exec, kill and restart on the same URLs, the log kept
+    at stop, and removal with the working directory."""
+    from pytest_triton_ready.client import TritonClient
+
+    repository = tmp_path / "models"  # a path of its own, so only this server's stubs match it
+    shutil.copytree(DEMO_REPOSITORY, repository, ignore=shutil.ignore_patterns("__pycache__"))
+    launcher = HostProcessLauncher(settings_from({"triton_image": IMAGE, "triton_gpus": "none",
+                                                  "triton_model_repository": str(repository)}), exit_timeout_s=5)
+    try:
+        endpoints = launcher.start()
+        assert endpoints.http_url == f"http://127.0.0.1:{launcher.spec.host_ports[HTTP_PORT]}"
+        assert endpoints.metrics_url == f"http://127.0.0.1:{launcher.spec.host_ports[METRICS_PORT]}/metrics"
+        client = TritonClient(endpoints.http_url, endpoints.grpc_url, {}, 10.0)
+        assert client.infer("scale").ok
+        assert launcher.pid == launcher.stand_in.wrapped.embedded.process.pid
+
+        stubs = launcher.stub_pids("scale")
+        assert len(stubs) == 2
+        mine = [pid for model in ("scale", "cached_sum", "accumulate") for pid in launcher.stub_pids(model)]
+        assert len(mine) == 4 and set(mine) <= set(launcher.stub_pids())
+        launcher.signal_process(stubs[0])
+        deadline = time.monotonic() + 10
+        while stubs[0] in launcher.stub_pids("scale") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert launcher.stub_pids("scale") == stubs[1:]
+        with pytest.raises(LaunchError, match="inside the container failed"):
+            launcher.signal_process(999_999_999)  # no such process
+
+        launcher.kill()
+        assert not launcher.running() and launcher.pid is None
+        assert launcher.restart() == endpoints
+        assert len(launcher.stub_pids("scale")) == 2
+        assert TritonClient(endpoints.http_url, endpoints.grpc_url, {}, 10.0).infer("scale").ok
+
+        assert launcher.stop() == 0
+        kept = launcher.log_path.read_text()
+        assert kept.count("successfully loaded 'scale'") == 2  # both starts
+        assert "successfully unloaded 'scale'" in kept
+        assert launcher.log_text(3) == "\n".join(kept.rstrip("\n").splitlines()[-3:])
+    finally:
+        workdir = launcher.workdir
+        launcher.cleanup()
+    assert launcher.stand_in.removed and launcher.container is None
+    assert not workdir.exists()

@@ -5,6 +5,7 @@ serves are checked here too."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -83,7 +84,8 @@ def test_script_installs_carried_wheels_and_passes_extra_arguments(tmp_path):
     """The GPU machine's way: the project as a wheel in WHEEL_DIR, installed with --target; extra
     triton-ready arguments from TRITON_READY_ARGS and after `--`."""
     wheels, site, out = tmp_path / "wheels", tmp_path / "site", tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", *isolation,
                     "-w", str(wheels), str(REPO_ROOT)], check=True, capture_output=True, timeout=300)
     completed = run_script(str(out), str(wheels), "--", "--triton-threshold", "metrics_scrape_timeout_s=7",
                            env={"TRITON_READY_ARGS": "-k test_server_live_and_ready", "GPU_CHECK_SITE": str(site),

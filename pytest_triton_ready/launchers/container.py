@@ -158,12 +158,12 @@ def container_spec(settings, host_ports: dict[int, int] | None = None, bind_addr
 
 
 def parse_process_list(text: str) -> list[tuple[int, str]]:
-    """Lines of `PID command line` (as `list_processes_script` prints them) -> [(pid, cmdline)]."""
+    """`LIST_PROCESSES_SCRIPT`'s output (`/proc/PID/cmdline:ARGS`) -> [(pid, command line)]."""
     processes = []
     for line in text.splitlines():
-        pid, _, cmdline = line.strip().partition(" ")
-        if pid.isdigit() and cmdline.strip():
-            processes.append((int(pid), cmdline.strip()))
+        match = _PROC_LINE.match(line.strip())
+        if match and match.group("cmdline").strip():
+            processes.append((int(match.group("pid")), match.group("cmdline").strip()))
     return processes
 
 
@@ -180,11 +180,10 @@ def select_stubs(processes: list[tuple[int, str]], repository: str, model: str |
     return pids
 
 
-# Reads /proc, so it needs nothing but a POSIX shell and `tr` in the image.
-LIST_PROCESSES_SCRIPT = (
-    'for d in /proc/[0-9]*; do c=$(tr "\\000" " " < "$d/cmdline" 2>/dev/null); '
-    '[ -n "$c" ] && echo "${d#/proc/} $c"; done; true'
-)
+# Every process's command line in two processes (grep and tr), from /proc: no `ps` needed in the
+# image. Kernel threads and zombies have an empty cmdline and print nothing.
+LIST_PROCESSES_SCRIPT = "grep -a -H '' /proc/[0-9]*/cmdline 2>/dev/null | tr '\\000' ' '; true"
+_PROC_LINE = re.compile(r"^/proc/(?P<pid>[0-9]+)/cmdline:(?P<cmdline>.*)$")
 
 
 class ContainerLauncher:
@@ -193,6 +192,7 @@ class ContainerLauncher:
     name = "container"
     owns_process = True
     process = None  # no host process of ours: reach the server's processes with exec()/processes()
+    repository_inside = CONTAINER_REPOSITORY  # where the server reads the repository (stub paths)
 
     def __init__(self, settings, exit_timeout_s: int = 30) -> None:
         self.settings = settings
@@ -379,7 +379,7 @@ class ContainerLauncher:
 
     def stub_pids(self, model: str | None = None) -> list[int]:
         """Python backend stubs inside the container, of one model or of all."""
-        return select_stubs(self.processes(), CONTAINER_REPOSITORY, model)
+        return select_stubs(self.processes(), self.repository_inside, model)
 
     def signal_process(self, pid: int, sig: int = signal.SIGKILL) -> None:
         """Send a signal to a process inside the container (e.g. kill a stub)."""
