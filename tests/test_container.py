@@ -235,8 +235,8 @@ class HostProcess:
     """The docker-py Container calls the launcher makes (reload/attrs, start, stop, kill, wait,
     logs), answered by the embedded tritonserver running as a host process on the spec's ports."""
 
-    def __init__(self, spec):
-        self.embedded = EmbeddedLauncher(spec.model_repository, exit_timeout_s=5)
+    def __init__(self, spec, extra_args=()):
+        self.embedded = EmbeddedLauncher(spec.model_repository, extra_args=extra_args, exit_timeout_s=5)
         self.embedded.ports = {"http": spec.host_ports[HTTP_PORT], "grpc": spec.host_ports[GRPC_PORT],
                                "metrics": spec.host_ports[METRICS_PORT]}
         self.name = f"stand-in-{self.embedded.workdir.name}"
@@ -272,8 +272,8 @@ class HostProcess:
 class HostProcessContainer:
     """The testcontainers DockerContainer calls the launcher makes; exec runs on this host."""
 
-    def __init__(self, spec):
-        self.wrapped = HostProcess(spec)
+    def __init__(self, spec, extra_args=()):
+        self.wrapped = HostProcess(spec, extra_args)
         self.removed = False
 
     def start(self):
@@ -299,8 +299,10 @@ class HostProcessContainer:
 
 
 class HostProcessLauncher(ContainerLauncher):
+    extra_args: tuple[str, ...] = ()
+
     def _create(self):
-        self.stand_in = HostProcessContainer(self.spec)
+        self.stand_in = HostProcessContainer(self.spec, self.extra_args)
         self.repository_inside = str(self.spec.model_repository)
         return self.stand_in
 
@@ -351,3 +353,17 @@ def test_launcher_lifecycle_kill_stub_restart_stop_and_removal(tmp_path):
         launcher.cleanup()
     assert launcher.stand_in.removed and launcher.container is None
     assert not workdir.exists()
+
+
+def test_a_server_that_exits_at_start_up_is_reported_in_one_line_and_removed():
+    launcher = HostProcessLauncher(settings_from({"triton_image": IMAGE, "triton_gpus": "none"}), exit_timeout_s=5)
+    launcher.extra_args = ("--no-such-option",)
+    try:
+        with pytest.raises(LaunchError) as error:
+            launcher.start()
+        assert str(error.value).startswith("the tritonserver container exited with code 1 during start-up: ")
+        assert "\n" not in str(error.value)
+        assert launcher.stand_in.removed and launcher.container is None
+        assert "no-such-option" in launcher.log_path.read_text()  # the log outlives the container
+    finally:
+        launcher.cleanup()

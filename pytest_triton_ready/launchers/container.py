@@ -215,7 +215,12 @@ class ContainerLauncher:
     @property
     def wrapped(self):
         """The docker-py Container, or None before the first start."""
-        return self.container.get_wrapped_container() if self.container is not None else None
+        if self.container is None:
+            return None
+        try:
+            return self.container.get_wrapped_container()
+        except Exception:  # testcontainers: created but never started
+            return None
 
     @property
     def pid(self) -> int | None:
@@ -227,7 +232,8 @@ class ContainerLauncher:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> Endpoints:
-        """Create (first time) or start again the container, and wait until the server settles."""
+        """Create (first time) or start again the container, and wait until the server settles.
+        A container that does not get ready is removed (its log stays in `log_path`)."""
         try:
             if self.container is None:
                 self.container = self._create()
@@ -235,12 +241,24 @@ class ContainerLauncher:
                 self._locate()
             else:
                 self.wrapped.start()
-        except LaunchError:
-            raise
-        except Exception as exc:  # docker.errors.*, requests' connection errors
+            self._wait_until_settled()
+        except Exception as exc:  # LaunchError, docker.errors.*, requests' connection errors
+            self._discard()
+            if isinstance(exc, LaunchError):
+                raise
             raise LaunchError(_docker_failure(exc, self.spec)) from None
-        self._wait_until_settled()
         return self.endpoints
+
+    def _discard(self) -> None:
+        """Keep the log and remove the container, whatever state it is in."""
+        if self.container is None:
+            return
+        self.save_logs()
+        try:
+            self.container.stop()  # testcontainers: remove (force) with its volumes
+        except Exception:
+            pass
+        self.container = None
 
     def _create(self):
         try:
@@ -271,7 +289,6 @@ class ContainerLauncher:
         while time.monotonic() < deadline:
             state = self._state()
             if state.get("Status") in ("exited", "dead"):
-                self.save_logs()
                 raise LaunchError(f"the tritonserver container exited with code {state.get('ExitCode')} during "
                                   f"start-up: {self.last_error_line()}")
             if _status(f"{http}/v2/health/ready") == 200:
@@ -279,7 +296,6 @@ class ContainerLauncher:
             if _status(f"{http}/v2/health/live") == 200 and _loading_finished(http):
                 return
             time.sleep(0.5)
-        self.save_logs()
         raise LaunchError(f"the tritonserver container was not ready within {self.startup_timeout_s:.0f} s "
                           f"(log: {self.log_path})")
 
@@ -321,12 +337,7 @@ class ContainerLauncher:
         try:
             self.stop()
         finally:
-            if self.container is not None:
-                try:
-                    self.container.stop()  # testcontainers: remove (force) with its volumes
-                except Exception:
-                    pass
-                self.container = None
+            self._discard()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- logs -------------------------------------------------------------------------------------
