@@ -283,8 +283,9 @@ class HostProcessContainer:
     def get_container_host_ip(self):
         return "localhost"
 
-    def get_exposed_port(self, port):
-        return self.wrapped.embedded.ports[{HTTP_PORT: "http", GRPC_PORT: "grpc", METRICS_PORT: "metrics"}[port]]
+    def get_docker_client(self):  # a local engine: reached through the mapped host ports
+        mode = type("ConnectionMode", (), {"use_mapped_port": True})()
+        return type("DockerClient", (), {"get_connection_mode": lambda _: mode})()
 
     def get_wrapped_container(self):
         return self.wrapped

@@ -281,7 +281,11 @@ class ContainerLauncher:
         container's bridge address when the runner itself runs in a container)."""
         host = self.container.get_container_host_ip()
         self._host = "127.0.0.1" if host in ("localhost", "::1") else host
-        self._ports = {port: int(self.container.get_exposed_port(port)) for port in self.spec.host_ports}
+        try:
+            mapped = self.container.get_docker_client().get_connection_mode().use_mapped_port
+        except Exception:  # an older testcontainers: the Docker host and its mapped ports
+            mapped = True
+        self._ports = dict(self.spec.host_ports) if mapped else {port: port for port in self.spec.host_ports}
 
     def _wait_until_settled(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
