@@ -75,12 +75,12 @@ def triton(pytestconfig: pytest.Config) -> Iterator:
     from .target import Target
 
     run = pytestconfig.stash[RUN_KEY]
+    if not run.target_error:
+        try:
+            run.target = Target.open(run.settings)
+        except (LaunchError, TritonUnreachable) as exc:
+            run.target_error = str(exc)
     if run.target_error:
-        pytest.fail(run.target_error, pytrace=False)
-    try:
-        run.target = Target.open(run.settings)
-    except (LaunchError, TritonUnreachable) as exc:
-        run.target_error = str(exc)
         pytest.fail(run.target_error, pytrace=False)
     run.context = run.collect_context()
     try:
