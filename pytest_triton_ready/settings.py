@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from .monitoring.config import SCHEMA as MONITORING_SCHEMA
 from .thresholds import THRESHOLDS, ThresholdValue
 from .yamlschema import MapOf, SchemaError, load_yaml
 
@@ -109,6 +110,7 @@ YAML_SCHEMA: dict[str, Any] = {
     "slo": MapOf(SLO_SCHEMA),
     "thresholds": MapOf(float),
     "report": {"dir": str},
+    "monitoring": MONITORING_SCHEMA,
 }
 
 

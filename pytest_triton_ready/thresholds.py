@@ -31,4 +31,8 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "startup_ready_timeout_s": ThresholdSpec(120.0, "s", "longest wait for a launched server to become ready"),
     "success_rate_min": ThresholdSpec(0.999, "ratio", "lowest acceptable share of successful requests"),
     "metrics_scrape_timeout_s": ThresholdSpec(5.0, "s", "longest acceptable time to answer a metrics scrape"),
+    "queue_p95_max_ms": ThresholdSpec(50.0, "ms", "highest acceptable P95 queue time per model (summaries on)"),
+    "gpu_memory_warn_ratio": ThresholdSpec(0.9, "ratio", "GPU memory use that draws a warning"),
+    "gpu_utilization_target_min": ThresholdSpec(0.70, "ratio", "low end of the GPU utilization target under load"),
+    "gpu_utilization_target_max": ThresholdSpec(0.85, "ratio", "high end of the GPU utilization target under load"),
 }
