@@ -18,7 +18,7 @@ from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY
 
 
 def test_healthy_demo_run_passes_every_foundation_check(run_checklist):
-    run = run_checklist("test_config.py", "test_monitoring.py")
+    run = run_checklist("test_config.py", "test_monitoring.py::test_metrics_endpoint_reachable_and_moving")
     run.outcome.assert_outcomes(passed=4)
     report = run.report
     assert report["verdict"] == "READY"
