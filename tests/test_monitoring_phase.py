@@ -264,9 +264,14 @@ def h200_endpoint():
     server.server_close()
 
 
-def test_gpu_alerts_evaluate_to_series_where_triton_exports_gpu_metrics(h200_endpoint, prometheus_binary):
+def test_gpu_alerts_evaluate_to_series_where_triton_exports_gpu_metrics(h200_endpoint, prometheus_binary, tmp_path):
+    escaped = tmp_path / "escaped.yaml"  # a string escape the parser's printer does not re-escape
+    escaped.write_text("groups:\n  - name: escaped\n    rules:\n      - alert: GpuByShortId\n"
+                       "        expr: 'label_replace(nv_gpu_utilization, \"id\", \"$1\", \"gpu_uuid\", \"GPU-(.*)\\\\.x\") > 0'\n"
+                       "        for: 1m\n        labels: {severity: info}\n")
     snapshot = scrape(h200_endpoint)
-    audit = alerting.read_rule_files([EXAMPLES / "alerts.yaml", GUIDE_RULES], shutil.which("promtool"))
+    audit = alerting.read_rule_files([EXAMPLES / "alerts.yaml", GUIDE_RULES, escaped], shutil.which("promtool"))
+    assert escaped in audit.valid_files  # promtool accepts it
     alerting.judge_metrics(audit, snapshot.names | set(snapshot.types), GPU_EXPORTED)
     with PrometheusRunner(prometheus_binary, h200_endpoint, audit.valid_files) as prometheus:
         prometheus.wait_until_evaluated()
@@ -277,6 +282,9 @@ def test_gpu_alerts_evaluate_to_series_where_triton_exports_gpu_metrics(h200_end
     assert evaluations["TritonGpuMemoryHigh"].status == "series"
     assert evaluations["TritonGpuSaturated"].status == "series"
     assert evaluations["TritonEnergyPerInferenceHigh"].status == "series"
+    assert evaluations["GpuByShortId"].status == "series"
+    assert evaluations["GpuByShortId"].firing_now == 1
+    assert "could not be rebuilt" in evaluations["GpuByShortId"].detail
     # the guide's alerts stay silent even on a GPU server: their metrics do not exist anywhere
     assert evaluations["GPUMemoryHigh"].status == "no series"
     assert evaluations["HighInferenceLatency"].status == "no series"
@@ -329,3 +337,14 @@ def test_fallback_validator_without_promtool(tmp_path):
         f"{path}:10: recording rule 'bad name': invalid recording rule name",
     ]
     assert validate(load_rule_file(EXAMPLES / "alerts.yaml"), promtool=None).problems == []
+
+
+def test_prometheus_that_cannot_scrape_says_why_and_stops(prometheus_binary):
+    from pytest_triton_ready.launchers.process import free_port
+    from pytest_triton_ready.monitoring.prometheus import PrometheusError
+
+    runner = PrometheusRunner(prometheus_binary, f"http://127.0.0.1:{free_port()}/metrics")
+    with pytest.raises(PrometheusError, match="cannot scrape .*connection refused"):
+        with runner:
+            runner.wait_until_evaluated(timeout_s=20)
+    assert not runner.workdir.exists() and not _own_prometheus_processes()

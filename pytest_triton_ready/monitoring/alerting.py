@@ -113,7 +113,7 @@ class Evaluation:
     alert: Rule
     signals: dict[str, int | str]  # signal expression -> series count, or the query error
     firing_now: int | str
-    status: str  # series | no series | not verifiable | query error
+    status: str  # series | no series | not verifiable | query error | signal not checked
     detail: str = ""
 
 
@@ -140,9 +140,15 @@ def evaluate_alerts(prometheus: PrometheusRunner, audit: RuleAudit) -> list[Eval
             firing = str(exc)
         unverifiable = [m for m in alert.metrics if audit.references.get(m) and
                         audit.references[m].status == NOT_VERIFIABLE]
-        if any(isinstance(c, str) for c in counts.values()) or isinstance(firing, str):
-            errors = [c for c in [*counts.values(), firing] if isinstance(c, str)]
-            evaluations.append(Evaluation(alert, counts, firing, "query error", errors[0]))
+        if isinstance(firing, str):
+            evaluations.append(Evaluation(alert, counts, firing, "query error", firing))
+        elif any(isinstance(c, str) for c in counts.values()):
+            # The rule's own text evaluates, so the rebuilt signal text is at fault (the parser's printer
+            # does not re-escape strings): judge by the whole expression, and say so.
+            status = "series" if firing else "signal not checked"
+            evaluations.append(Evaluation(alert, counts, firing, status,
+                                          "its signals could not be rebuilt as text for Prometheus; "
+                                          f"the whole expression returns {firing} series"))
         elif all(c > 0 for c in counts.values()):
             evaluations.append(Evaluation(alert, counts, firing, "series"))
         elif unverifiable:
@@ -163,6 +169,8 @@ def evaluation_problems(evaluations: list[Evaluation]) -> list[Problem]:
                                     rule="MON-2 can fire"))
         elif e.status == "query error":
             problems.append(Problem(f"{name}: Prometheus rejected the query: {e.detail}", rule="MON-2 can fire"))
+        elif e.status == "signal not checked":
+            problems.append(Problem(f"{name} was not fully evaluated: {e.detail}", "warning", "MON-2 can fire"))
         elif e.status == "not verifiable":
             problems.append(Problem(f"{name} was not evaluated live: {e.detail}", "warning", "MON-2 can fire"))
     return problems

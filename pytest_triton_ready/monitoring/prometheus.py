@@ -159,6 +159,10 @@ class PrometheusRunner:
             samples = self.query(query)
             if samples and float(samples[0]["value"][1]) >= scrapes:
                 time.sleep(self.interval_s * 1.5)
+                health = self.target_health()
+                if health.get("health") != "up":
+                    raise PrometheusError(f"prometheus cannot scrape {self.scrape_url}: "
+                                          f"{health.get('lastError') or health.get('health', 'unknown')}")
                 return
             time.sleep(self.interval_s / 2)
         health = self.target_health()
