@@ -1,8 +1,20 @@
 """Phase "monitoring": the metrics a production deployment is watched through exist and move."""
 
+import json
+import time
+
 import pytest
 
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError
+from pytest_triton_ready.monitoring import alerting
+from pytest_triton_ready.monitoring.catalogue import INFRASTRUCTURE, LAYERS, SERVICE_HEALTH
+from pytest_triton_ready.monitoring.config import MonitoringSettings
+from pytest_triton_ready.monitoring.dashboard import DashboardError, load_dashboard
+from pytest_triton_ready.monitoring.layers import read_layers
+from pytest_triton_ready.monitoring.logging_policy import ISO8601, judge_logging, non_iso8601_lines
+from pytest_triton_ready.monitoring.prometheus import PrometheusError, PrometheusRunner, find_prometheus
+from pytest_triton_ready.monitoring.references import NOT_VERIFIABLE, MetricJudge, covered_layers, gpu_state
+from pytest_triton_ready.monitoring.rules import RuleFileError, find_promtool, load_rule_file
 
 
 @pytest.mark.triton_check("MON-1")
@@ -44,20 +56,13 @@ def _ready_models(triton) -> list[str]:
 
 
 def _gpu_state(snapshot, gpu) -> str:
-    from pytest_triton_ready.monitoring.references import gpu_state
-
     return gpu_state(snapshot.names | set(snapshot.types), gpus_visible=bool(gpu.read()))
 
 
 @pytest.mark.triton_check("MON-1")
-def test_four_metric_layers_readable(triton, triton_metrics, gpu, check):
+def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, check):
     """The four metric layers (infrastructure, service health, business, cost) can each be read from
     the endpoint over a short probe; success rate >= success_rate_min and queue P95 <= queue_p95_max_ms."""
-    import time
-
-    from pytest_triton_ready.monitoring.catalogue import INFRASTRUCTURE, LAYERS, SERVICE_HEALTH
-    from pytest_triton_ready.monitoring.layers import read_layers
-
     settings = triton.settings
     models = _ready_models(triton)
     if not models:
@@ -65,11 +70,14 @@ def test_four_metric_layers_readable(triton, triton_metrics, gpu, check):
     before = triton_metrics()
     started = time.monotonic()
     for model in models:
-        for _ in range(PROBE_REQUESTS_PER_MODEL):
-            triton.client.infer(model)
+        outcomes = [triton.client.infer(model) for _ in range(PROBE_REQUESTS_PER_MODEL)]
+        failed = [o for o in outcomes if not o.ok]
+        if failed:
+            check.evidence(f"{model}: {len(failed)} of {len(outcomes)} probe requests failed", str(failed[0].error))
     time.sleep(1.0)  # gauges and summaries refresh on Triton's metrics interval
     after = triton_metrics()
     values = read_layers(before, after, time.monotonic() - started, gpu.read())
+    triton_facts["monitoring.layers"] = [vars(v) for v in values]
     for value in values:
         check.measure(f"{value.layer}: {value.name}", None if value.value is None else round(value.value, 4),
                       value.unit, model=value.model)
@@ -106,11 +114,6 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
     """Alert rules (monitoring.alert_rules) pass promtool, read only metrics that exist, each alert has
     a `for` and a severity label, together they cover the four layers, and each alert's expression
     returns series in a real Prometheus scraping the server."""
-    from pytest_triton_ready.monitoring import alerting
-    from pytest_triton_ready.monitoring.config import MonitoringSettings
-    from pytest_triton_ready.monitoring.prometheus import PrometheusError, PrometheusRunner, find_prometheus
-    from pytest_triton_ready.monitoring.rules import find_promtool
-
     monitoring = MonitoringSettings.from_settings(triton.settings)
     if not monitoring.alert_rules:
         check.finding("no alert rules configured: monitoring.alert_rules names no Prometheus rule file")
@@ -166,12 +169,6 @@ def test_dashboard_covers_four_layers(triton, triton_metrics, gpu, check):
     """The Grafana dashboard (monitoring.dashboard) parses, every panel query is valid PromQL reading
     metrics that exist (recording rules of monitoring.alert_rules count), and the panels together
     cover the four metric layers."""
-    from pytest_triton_ready.monitoring.catalogue import LAYERS
-    from pytest_triton_ready.monitoring.config import MonitoringSettings
-    from pytest_triton_ready.monitoring.dashboard import DashboardError, load_dashboard
-    from pytest_triton_ready.monitoring.references import NOT_VERIFIABLE, MetricJudge, covered_layers
-    from pytest_triton_ready.monitoring.rules import RuleFileError, load_rule_file
-
     monitoring = MonitoringSettings.from_settings(triton.settings)
     if monitoring.dashboard is None:
         check.finding("no dashboard configured: monitoring.dashboard names no Grafana dashboard JSON")
@@ -226,11 +223,6 @@ def test_dashboard_covers_four_layers(triton, triton_metrics, gpu, check):
 def test_logging_ready_for_aggregation(triton, check):
     """GET /v2/logging shows production logging: verbose level 0, info/warning/error on, ISO8601
     format, and a destination that is shipped (stdout, or a file monitoring.log_shipping declares)."""
-    import json
-
-    from pytest_triton_ready.monitoring.config import MonitoringSettings
-    from pytest_triton_ready.monitoring.logging_policy import ISO8601, judge_logging, non_iso8601_lines
-
     status, body = triton.client.raw("/v2/logging")
     if status == 403:
         check.incomplete("the logging API answers 403 (restricted): pass its header with --triton-header")

@@ -104,6 +104,7 @@ YAML_SCHEMA: dict[str, Any] = {
         "headers": MapOf(str),
         "image": str,
         "gpus": str,
+        "args": [str],
     },
     "models": [str],
     "inputs": {"dynamic_dim": int, "shapes": MapOf(MapOf([int]))},

@@ -4,7 +4,6 @@ GPU would be needed."""
 
 from __future__ import annotations
 
-import functools
 import http.server
 import json
 import re
@@ -33,15 +32,11 @@ from pytest_triton_ready.monitoring.rules import load_rule_file, validate
 
 EXAMPLES = REPO_ROOT / "examples" / "monitoring"
 GUIDE_RULES = Path(__file__).resolve().parent / "data" / "monitoring" / "published_guide_alerts.yaml"
-H200 = Path("/work/shared/data/h200-triton-2.51")
-H200_CAPTURES = Path(__file__).resolve().parent / "data" / "h200-triton-2.51"
+H200_CAPTURES = Path(__file__).resolve().parent / "data" / "monitoring" / "h200-triton-2.51"
 
 
 def _h200(name: str) -> str:
-    for folder in (H200_CAPTURES, H200):
-        if (folder / name).is_file():
-            return (folder / name).read_text()
-    pytest.skip(f"the H200 capture {name} is not available")
+    return (H200_CAPTURES / name).read_text()
 
 
 @pytest.fixture(scope="session")
@@ -348,3 +343,26 @@ def test_prometheus_that_cannot_scrape_says_why_and_stops(prometheus_binary):
         with runner:
             runner.wait_until_evaluated(timeout_s=20)
     assert not runner.workdir.exists() and not _own_prometheus_processes()
+
+
+def test_layers_check_fails_when_queue_time_exceeds_its_threshold(run_checklist):
+    run = run_checklist("test_monitoring.py", args=("-k", "layers_readable", "--triton-threshold", "queue_p95_max_ms=0.001"))
+    run.outcome.assert_outcomes(failed=1)
+    result = run.result("test_four_metric_layers_readable")
+    queue = [m for m in result["measurements"] if m["name"] == "service health: queue time P95 within budget"]
+    assert queue and all(m["threshold"] == 0.001 and m["threshold_source"] == "cli" for m in queue)
+    assert any(m["passed"] is False for m in queue)
+    assert any("queue time P95 within budget" in f for f in _messages(result, "error"))
+
+
+def test_server_args_from_the_examples_reach_the_embedded_launcher():
+    from pytest_triton_ready.settings import build_settings
+    from pytest_triton_ready.target import make_launcher
+
+    settings = build_settings({"triton_launch": "embedded"}, {}, environ={},
+                              config_file=str(EXAMPLES / "triton-ready.monitoring.yaml"))
+    launcher = make_launcher(settings)
+    try:
+        assert "--log-format=ISO8601" in launcher.command()
+    finally:
+        launcher.cleanup()

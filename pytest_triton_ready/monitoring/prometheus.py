@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -158,7 +160,7 @@ class PrometheusRunner:
         while time.monotonic() < deadline:
             samples = self.query(query)
             if samples and float(samples[0]["value"][1]) >= scrapes:
-                time.sleep(self.interval_s * 1.5)
+                self._wait_for_rule_evaluation(after=time.time(), deadline=deadline)
                 health = self.target_health()
                 if health.get("health") != "up":
                     raise PrometheusError(f"prometheus cannot scrape {self.scrape_url}: "
@@ -168,6 +170,15 @@ class PrometheusRunner:
         health = self.target_health()
         raise PrometheusError(f"prometheus did not scrape {self.scrape_url} {scrapes} times within {timeout_s:.0f} s"
                               f" (target {health.get('health', 'unknown')}: {health.get('lastError') or 'no error'})")
+
+    def _wait_for_rule_evaluation(self, after: float, deadline: float) -> None:
+        """Until every rule group has been evaluated once after `after` (epoch seconds)."""
+        while time.monotonic() < deadline:
+            groups = self.rule_groups()
+            if all(_epoch(g.get("lastEvaluation")) > after for g in groups):
+                return
+            time.sleep(self.interval_s / 4)
+        raise PrometheusError("prometheus did not evaluate every rule group in time")
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -183,3 +194,14 @@ class PrometheusRunner:
             return exc.code
         except (urllib.error.URLError, OSError):
             return None
+
+
+def _epoch(rfc3339: str | None) -> float:
+    """Prometheus's RFC 3339 time (nanosecond fraction allowed) in epoch seconds; 0 when absent."""
+    if not rfc3339:
+        return 0.0
+    text = re.sub(r"(\.\d{6})\d+", r"\1", rfc3339).replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return 0.0

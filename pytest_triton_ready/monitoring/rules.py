@@ -12,7 +12,7 @@ from pathlib import Path
 import promql_parser
 import yaml
 
-from .promql import PromQLError, parse, referenced_metrics
+from .promql import PromQLError, referenced_metrics
 
 
 @dataclass
