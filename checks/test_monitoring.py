@@ -120,8 +120,12 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
         check.recommend("List your Prometheus rule files under monitoring.alert_rules "
                         "(start from examples/monitoring/alerts.yaml).")
         return
+    promtool = find_promtool(monitoring.promtool)
+    if monitoring.promtool and promtool is None:
+        check.finding(f"monitoring.promtool {monitoring.promtool} does not exist: validated with promql-parser "
+                      "instead", severity="warning", rule="MON-2 syntax")
     snapshot = triton_metrics()
-    audit = alerting.read_rule_files(monitoring.alert_rules, find_promtool(monitoring.promtool))
+    audit = alerting.read_rule_files(monitoring.alert_rules, promtool)
     alerting.judge_metrics(audit, snapshot.names | set(snapshot.types), _gpu_state(snapshot, gpu))
     alerting.check_alert_hygiene(audit)
     missing_layers = alerting.check_coverage(audit)

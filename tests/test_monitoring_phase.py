@@ -189,12 +189,16 @@ def test_missing_sections_fail_and_name_the_setting(run_checklist):
 
 def test_without_a_prometheus_binary_mon2_is_incomplete_not_passed(run_checklist, tmp_path):
     run = run_checklist("test_monitoring.py", args=(
-        _config(tmp_path, alert_rules=[str(EXAMPLES / "alerts.yaml")], prometheus=str(tmp_path / "no-prometheus")),
+        _config(tmp_path, alert_rules=[str(EXAMPLES / "alerts.yaml")], prometheus=str(tmp_path / "no-prometheus"),
+                promtool=str(tmp_path / "no-promtool")),
         "-k", "alert_rules"))
     run.outcome.assert_outcomes(skipped=1)
     result = run.result("test_alert_rules_valid_and_can_fire")
     assert result["verdict"] == "incomplete"
     assert "does not exist: the alerts were not evaluated in Prometheus" in result["reason"]
+    validated = next(e["text"] for e in result["evidence"] if e["label"] == "validated with")
+    assert "promql-parser" in validated and "promtool not installed" in validated
+    assert any("no-promtool does not exist" in m for m in _messages(result, "warning"))
     assert run.report["verdict"] == "INCOMPLETE"
 
 
