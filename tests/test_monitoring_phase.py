@@ -370,3 +370,20 @@ def test_server_args_from_the_examples_reach_the_embedded_launcher():
         assert "--log-format=ISO8601" in launcher.command()
     finally:
         launcher.cleanup()
+
+
+def test_dashboard_in_api_form_with_old_rows_and_a_loki_panel(tmp_path):
+    from pytest_triton_ready.monitoring.dashboard import DashboardError, load_dashboard
+
+    path = tmp_path / "api.json"
+    path.write_text(json.dumps({"dashboard": {"title": "old", "rows": [{"panels": [
+        {"title": "Rate", "targets": [{"refId": "A", "expr": "sum(rate(nv_inference_count{model=~\"$model\"}"
+                                                             "[$__rate_interval]))"}]},
+        {"title": "Logs", "datasource": {"type": "loki"}, "targets": [{"refId": "A", "expr": "{app=\"triton\"} |= \"E\""}]},
+    ]}]}}))
+    dashboard = load_dashboard(path)
+    assert [(q.panel, q.metrics) for q in dashboard.queries] == [("Rate", ["nv_inference_count"])]
+    assert dashboard.skipped == ["Logs"]
+    (tmp_path / "broken.json").write_text('{"panels": [\n  {"title": "x",}\n]}')
+    with pytest.raises(DashboardError, match=r"broken.json:2: not valid JSON"):
+        load_dashboard(tmp_path / "broken.json")
