@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .operations.schema import OPERATIONS_SCHEMA
 from .security.schema import SECURITY_SCHEMA
+from .monitoring.config import SCHEMA as MONITORING_SCHEMA
 from .thresholds import THRESHOLDS, ThresholdValue
 from .yamlschema import MapOf, SchemaError, load_yaml
 
@@ -109,6 +110,7 @@ YAML_SCHEMA: dict[str, Any] = {
         "gpus": str,
         "shm_size": str,
         "log_file": str,
+        "args": [str],
     },
     "models": [str],
     "inputs": {"dynamic_dim": int, "shapes": MapOf(MapOf([int]))},
@@ -125,6 +127,7 @@ YAML_SCHEMA: dict[str, Any] = {
     },
     "operations": OPERATIONS_SCHEMA,
     "security": SECURITY_SCHEMA,
+    "monitoring": MONITORING_SCHEMA,
 }
 ROLLOUTS = ("canary", "blue-green")
 

@@ -20,7 +20,8 @@ def make_launcher(settings: Settings):
     if settings.launch == "embedded":
         from .launchers.embedded import EmbeddedLauncher
 
-        return EmbeddedLauncher(settings.triton_model_repository, settings.triton_startup_timeout)
+        return EmbeddedLauncher(settings.triton_model_repository, settings.triton_startup_timeout,
+                                extra_args=settings.section("server").get("args", []))
     if settings.launch == "container":
         from .launchers.container import ContainerLauncher
 

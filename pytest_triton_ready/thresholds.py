@@ -38,4 +38,8 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "capacity_headroom": ThresholdSpec(0.3, "ratio", "spare capacity planned above the declared peak rate (OPS-2)"),
     "tls_cert_expiry_warning_days": ThresholdSpec(30.0, "days", "a server certificate expiring sooner is a warning (SEC-2)"),
     "malformed_oversize_payload_mib": ThresholdSpec(80.0, "MiB", "size of the oversize request SEC-3 sends; a server should refuse it"),
+    "queue_p95_max_ms": ThresholdSpec(50.0, "ms", "highest acceptable P95 queue time per model (summaries on)"),
+    "gpu_memory_warn_ratio": ThresholdSpec(0.9, "ratio", "GPU memory use that draws a warning"),
+    "gpu_utilization_target_min": ThresholdSpec(0.70, "ratio", "low end of the GPU utilization target under load"),
+    "gpu_utilization_target_max": ThresholdSpec(0.85, "ratio", "high end of the GPU utilization target under load"),
 }
