@@ -166,7 +166,7 @@ class TritonClient:
         started = time.perf_counter()
         try:
             result = client.infer(
-                model, infer_inputs, model_version=version, headers=self.headers or None,
+                model, infer_inputs, model_version=version, headers=dict(self.headers) or None,  # tritonclient adds to the dict it is given
                 sequence_id=sequence_id, sequence_start=sequence_start, sequence_end=sequence_end,
                 **({"timeout": int(self.timeout_s * 1e6)} if protocol == "http" else {"client_timeout": self.timeout_s}),
             )

@@ -86,12 +86,12 @@ def triton(pytestconfig: pytest.Config) -> Iterator:
     from .target import Target
 
     run = pytestconfig.stash[RUN_KEY]
+    if not run.target_error:
+        try:
+            run.target = Target.open(run.settings)
+        except (LaunchError, TritonUnreachable) as exc:
+            run.target_error = str(exc)
     if run.target_error:
-        pytest.fail(run.target_error, pytrace=False)
-    try:
-        run.target = Target.open(run.settings)
-    except (LaunchError, TritonUnreachable) as exc:
-        run.target_error = str(exc)
         pytest.fail(run.target_error, pytrace=False)
     run.context = run.collect_context()
     try:
@@ -121,6 +121,13 @@ def triton_facts(pytestconfig: pytest.Config) -> dict:
     """Numbers one check leaves for a later one in the same run, e.g. PERF-2's highest throughput
     within SLO per model (`perf.capacity`), which OPS-2 and the soak use. Checks run in phase order."""
     return pytestconfig.stash[RUN_KEY].facts
+
+
+@pytest.fixture(scope="session")
+def triton_run(pytestconfig: pytest.Config):
+    """The run so far (a Run): its settings, the Results earlier checks recorded, the context the
+    report will show. SEC-4 searches these for leaked secrets; checks do not change them."""
+    return pytestconfig.stash[RUN_KEY]
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from .operations.schema import OPERATIONS_SCHEMA
+from .security.schema import SECURITY_SCHEMA
+from .monitoring.config import SCHEMA as MONITORING_SCHEMA
 from .thresholds import THRESHOLDS, ThresholdValue
 from .yamlschema import MapOf, SchemaError, load_yaml
 
@@ -81,7 +84,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_request_timeout", "server.request_timeout_s", "Timeout of one request to the server, in seconds.", _positive_float, 10.0, "SECONDS"),
     Option("triton_startup_timeout", "server.startup_timeout_s", "How long a launched server may take to become ready, in seconds.", _positive_float, 120.0, "SECONDS"),
     Option("triton_image", "server.image", "Container image for --triton-launch=container.", metavar="IMAGE"),
-    Option("triton_gpus", "server.gpus", "GPUs for the container launcher: all, or a list like 0,1.", metavar="GPUS"),
+    Option("triton_gpus", "server.gpus", "GPUs for the container launcher: all (the default), none, or indices or UUIDs like 0,1.", metavar="GPUS"),
+    Option("triton_shm_size", "server.shm_size", "Shared memory of the container launcher's container (docker --shm-size), e.g. 1g.", str, "1g", "SIZE"),
+    Option("triton_server_log", "server.log_file", "Keep the launched server's whole log in this file when the run ends.", Path, None, "FILE"),
     Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", int, 16, "N"),
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
     Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", float, None, "INFER_PER_S"),
@@ -103,6 +108,9 @@ YAML_SCHEMA: dict[str, Any] = {
         "headers": MapOf(str),
         "image": str,
         "gpus": str,
+        "shm_size": str,
+        "log_file": str,
+        "args": [str],
     },
     "models": [str],
     "inputs": {"dynamic_dim": int, "shapes": MapOf(MapOf([int]))},
@@ -117,6 +125,9 @@ YAML_SCHEMA: dict[str, Any] = {
         "rollout": MapOf(str),
         "measure_model_memory": bool,
     },
+    "operations": OPERATIONS_SCHEMA,
+    "security": SECURITY_SCHEMA,
+    "monitoring": MONITORING_SCHEMA,
 }
 ROLLOUTS = ("canary", "blue-green")
 
@@ -143,6 +154,8 @@ class Settings:
     triton_startup_timeout: float = 120.0
     triton_image: str | None = None
     triton_gpus: str | None = None
+    triton_shm_size: str = "1g"
+    triton_server_log: Path | None = None
     triton_dynamic_dim: int = 16
     triton_slo_p99_ms: float | None = None
     triton_slo_min_throughput: float | None = None

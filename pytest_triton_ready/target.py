@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .client import TritonClient, TritonUnreachable
@@ -19,7 +20,8 @@ def make_launcher(settings: Settings):
     if settings.launch == "embedded":
         from .launchers.embedded import EmbeddedLauncher
 
-        return EmbeddedLauncher(settings.triton_model_repository, settings.triton_startup_timeout)
+        return EmbeddedLauncher(settings.triton_model_repository, settings.triton_startup_timeout,
+                                extra_args=settings.section("server").get("args", []))
     if settings.launch == "container":
         from .launchers.container import ContainerLauncher
 
@@ -74,4 +76,17 @@ class Target:
         try:
             self.client.close()
         finally:
-            self.launcher.cleanup()
+            try:
+                self.keep_server_log()
+            finally:
+                self.launcher.cleanup()
+
+    def keep_server_log(self) -> None:
+        """With --triton-server-log, stop a launched server and copy its whole log there first."""
+        path = self.settings.triton_server_log
+        if not path or not self.owns_process:
+            return
+        self.launcher.stop()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.launcher.log_text(max_lines=10**9) + "\n")

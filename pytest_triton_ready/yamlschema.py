@@ -1,7 +1,8 @@
 """Validate a YAML document against a small declarative schema, with file and line in every error.
 
 A schema is built from:
-- a Python type (`str`, `int`, `float`, `bool`): a scalar of that type (an int is a valid float);
+- a Python type (`str`, `int`, `float`, `bool`, `datetime.date`): a scalar of that type (an int is a
+  valid float; a date is written YYYY-MM-DD, quoted or not);
 - a list with one schema, `[str]`: a sequence of those;
 - a dict of fixed keys, `{"http_url": str}`: a mapping; any other key is an error;
 - `MapOf(schema)`: a mapping with free keys (model names, header names) and values of one schema.
@@ -9,6 +10,7 @@ A schema is built from:
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,8 @@ def load_yaml(path: Path, schema: dict[str, Any]) -> dict[str, Any]:
     return _convert(node, schema, path, "")
 
 
-_SCALAR_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+_SCALAR_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+                 dt.date: "a date (YYYY-MM-DD)"}
 
 
 def _convert(node: yaml.Node, schema: Any, path: Path, key: str) -> Any:
@@ -78,8 +81,21 @@ def _convert(node: yaml.Node, schema: Any, path: Path, key: str) -> Any:
         value = float(value)
     if schema is str and isinstance(value, (int, float)) and not isinstance(value, bool):
         value = node.value
+    if schema is dt.date:
+        value = _as_date(value)
     if not isinstance(value, schema) or (schema is not bool and isinstance(value, bool)):
         raise SchemaError(f"{where}: expected {_SCALAR_NAMES[schema]}, got {value!r}")
+    return value
+
+
+def _as_date(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError:
+            return value
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -31,9 +32,11 @@ def test_console_script_runs_the_packaged_checklist_from_any_directory(demo_serv
          f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}", "-q"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
-    assert result.returncode == 0, result.stdout[-3000:]
-    assert "passed" in result.stdout
-    assert (tmp_path / "triton-ready-report" / "readiness.json").exists()
+    assert result.returncode in (0, 1), result.stdout[-3000:]  # 1: some check failed, not a usage error
+    report = json.loads((tmp_path / "triton-ready-report" / "readiness.json").read_text())
+    phases = {r["phase"] for r in report["results"]}
+    assert {"config", "monitoring", "operations", "security"} <= phases
+    assert report["verdict"] in ("READY", "NOT READY", "INCOMPLETE")
 
 
 def test_help_explains_the_options(tmp_path):

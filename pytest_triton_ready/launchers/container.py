@@ -1,0 +1,430 @@
+"""The container launcher: the official tritonserver image, started with testcontainers.
+
+`container_spec(settings)` is a pure function: it turns the settings into the whole container
+specification (image, command, GPUs, shared memory, ports, the read-only repository mount), so the
+specification is unit-tested without Docker. `ContainerLauncher` hands that specification to
+testcontainers' `DockerContainer`, waits for readiness, keeps the logs, lets fault experiments
+kill and restart the server or reach the processes inside (`exec`, `processes`, `stub_pids`,
+`signal_process`), and removes the container at the end.
+
+Host ports are chosen once, before the first start, so a restarted container answers on the same
+URLs the run already uses.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import Endpoints, LaunchError
+from .embedded import DEMO_REPOSITORY, RESPONSE_CACHE_BYTES, _loading_finished, _status
+from .process import free_port
+
+CONTAINER_REPOSITORY = "/models"
+HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+DEFAULT_SHM_SIZE = "1g"
+# Triton's own advice for `docker run`: unlimited locked memory and a 64 MiB stack.
+ULIMITS = {"memlock": (-1, -1), "stack": (67108864, 67108864)}
+STUB_NAME = "triton_python_backend_stub"
+_SHM_SIZE = re.compile(r"^[1-9][0-9]*[bkmg]?$", re.IGNORECASE)
+_GPU_ID = re.compile(r"^([0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """Which GPUs the container gets: every GPU (`all`), a list of indices or UUIDs, or none."""
+
+    all: bool = False
+    device_ids: tuple[str, ...] = ()
+
+    @property
+    def none(self) -> bool:
+        return not self.all and not self.device_ids
+
+    def describe(self) -> str:
+        return "all" if self.all else (",".join(self.device_ids) or "none")
+
+
+def parse_gpus(text: str | None, source: str = "default") -> GpuRequest:
+    """`all` (the default), `none`, or a comma-separated list of GPU indices or UUIDs."""
+    value = (text or "all").strip()
+    if value.lower() == "all":
+        return GpuRequest(all=True)
+    if value.lower() == "none":
+        return GpuRequest()
+    ids = tuple(part.strip() for part in value.split(",") if part.strip())
+    bad = [part for part in ids if not _GPU_ID.match(part)]
+    if not ids or bad:
+        raise LaunchError(f"--triton-gpus from {source}: expected all, none, or GPU indices/UUIDs like 0,1; "
+                          f"got {value!r}")
+    return GpuRequest(device_ids=ids)
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything Docker is asked for; `run_kwargs()` is what docker-py's `containers.create` takes
+    beyond image, command, ports and volumes."""
+
+    image: str
+    command: tuple[str, ...]
+    model_repository: Path
+    gpus: GpuRequest
+    shm_size: str
+    host_ports: dict[int, int]
+    bind_address: str = "127.0.0.1"
+    environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ports(self) -> dict[str, tuple[str, int]]:
+        """Container port -> (host address, host port), in docker-py's form."""
+        return {f"{port}/tcp": (self.bind_address, host) for port, host in self.host_ports.items()}
+
+    @property
+    def volumes(self) -> dict[str, dict[str, str]]:
+        """The model repository, mounted read-only where the server reads it."""
+        return {str(self.model_repository): {"bind": CONTAINER_REPOSITORY, "mode": "ro"}}
+
+    def device_requests(self) -> list[Any]:
+        """docker-py DeviceRequests for the GPUs (what `docker run --gpus` sends); empty for none."""
+        if self.gpus.none:
+            return []
+        from docker.types import DeviceRequest
+
+        if self.gpus.all:
+            return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        return [DeviceRequest(device_ids=list(self.gpus.device_ids), capabilities=[["gpu"]])]
+
+    def run_kwargs(self) -> dict[str, Any]:
+        from docker.types import Ulimit
+
+        kwargs: dict[str, Any] = {
+            "shm_size": self.shm_size,
+            "ulimits": [Ulimit(name=name, soft=soft, hard=hard) for name, (soft, hard) in ULIMITS.items()],
+        }
+        requests = self.device_requests()
+        if requests:
+            kwargs["device_requests"] = requests
+        return kwargs
+
+
+def server_command(exit_timeout_s: int = 30) -> tuple[str, ...]:
+    """tritonserver's arguments inside the container: the same serving flags as the embedded
+    launcher, on the image's default ports and all interfaces of the container."""
+    return (
+        "tritonserver",
+        f"--model-repository={CONTAINER_REPOSITORY}",
+        "--model-control-mode=explicit",
+        "--load-model=*",
+        "--exit-on-error=false",
+        "--strict-readiness=true",
+        "--metrics-config=summary_latencies=true",
+        "--metrics-interval-ms=1000",
+        f"--cache-config=local,size={RESPONSE_CACHE_BYTES}",
+        f"--exit-timeout-secs={exit_timeout_s}",
+        "--log-verbose=0",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+    )
+
+
+def container_spec(settings, host_ports: dict[int, int] | None = None, bind_address: str = "127.0.0.1",
+                   exit_timeout_s: int = 30) -> ContainerSpec:
+    """The container the settings ask for. Raises LaunchError (one line naming the setting and
+    where it came from) for a missing image, a bad GPU list, shm size or repository."""
+    sources = getattr(settings, "sources", {})
+    image = (settings.triton_image or "").strip()
+    if not image:
+        raise LaunchError("--triton-launch=container needs --triton-image, e.g. nvcr.io/nvidia/tritonserver:24.10-py3")
+    repository = Path(settings.triton_model_repository or DEMO_REPOSITORY).resolve()
+    if not repository.is_dir():
+        raise LaunchError(f"--triton-model-repository from {sources.get('triton_model_repository', 'default')}: "
+                          f"{repository} is not a directory")
+    shm_size = str(getattr(settings, "triton_shm_size", None) or DEFAULT_SHM_SIZE).strip()
+    if not _SHM_SIZE.match(shm_size):
+        raise LaunchError(f"--triton-shm-size from {sources.get('triton_shm_size', 'default')}: expected a size "
+                          f"like 1g, 512m or 268435456, got {shm_size!r}")
+    gpus = parse_gpus(settings.triton_gpus, sources.get("triton_gpus", "default"))
+    if host_ports is None:
+        host_ports = {port: free_port() for port in (HTTP_PORT, GRPC_PORT, METRICS_PORT)}
+    return ContainerSpec(image, server_command(exit_timeout_s), repository, gpus, shm_size.lower(),
+                         dict(host_ports), bind_address)
+
+
+def parse_process_list(text: str) -> list[tuple[int, str]]:
+    """`LIST_PROCESSES_SCRIPT`'s output (`/proc/PID/cmdline:ARGS`) -> [(pid, command line)]."""
+    processes = []
+    for line in text.splitlines():
+        match = _PROC_LINE.match(line.strip())
+        if match and match.group("cmdline").strip():
+            processes.append((int(match.group("pid")), match.group("cmdline").strip()))
+    return processes
+
+
+def select_stubs(processes: list[tuple[int, str]], repository: str, model: str | None = None) -> list[int]:
+    """Pids of python backend stubs among `processes`; with `model`, only that model's. A stub's
+    first argument is its model file, `<repository>/<model>/<version>/model.py`."""
+    pids = []
+    for pid, cmdline in processes:
+        argv = cmdline.split()
+        if not argv or not argv[0].endswith(STUB_NAME):
+            continue
+        if model is None or (len(argv) > 1 and argv[1].startswith(f"{repository.rstrip('/')}/{model}/")):
+            pids.append(pid)
+    return pids
+
+
+# Every process's command line in two processes (grep and tr), from /proc: no `ps` needed in the
+# image. Kernel threads and zombies have an empty cmdline and print nothing.
+LIST_PROCESSES_SCRIPT = "grep -a -H '' /proc/[0-9]*/cmdline 2>/dev/null | tr '\\000' ' '; true"
+_PROC_LINE = re.compile(r"^/proc/(?P<pid>[0-9]+)/cmdline:(?P<cmdline>.*)$")
+
+
+class ContainerLauncher:
+    """Runs the tritonserver image in a container this run owns: start, stop, kill, restart, remove."""
+
+    name = "container"
+    owns_process = True
+    process = None  # no host process of ours: reach the server's processes with exec()/processes()
+    repository_inside = CONTAINER_REPOSITORY  # where the server reads the repository (stub paths)
+
+    def __init__(self, settings, exit_timeout_s: int = 30) -> None:
+        self.settings = settings
+        self.exit_timeout_s = exit_timeout_s
+        self.startup_timeout_s = float(settings.triton_startup_timeout)
+        self.spec = container_spec(settings, bind_address=_bind_address(), exit_timeout_s=exit_timeout_s)
+        self.workdir = Path(tempfile.mkdtemp(prefix="triton-ready-container-"))
+        self.log_path = self.workdir / "tritonserver.log"
+        self.container = None  # testcontainers DockerContainer once started
+        self._host = "127.0.0.1"
+        self._ports = dict(self.spec.host_ports)  # where this runner reaches each container port
+
+    # -- where it answers -------------------------------------------------------------------
+    @property
+    def endpoints(self) -> Endpoints:
+        ports = self._ports
+        return Endpoints(f"http://{self._host}:{ports[HTTP_PORT]}", f"{self._host}:{ports[GRPC_PORT]}",
+                         f"http://{self._host}:{ports[METRICS_PORT]}/metrics")
+
+    @property
+    def wrapped(self):
+        """The docker-py Container, or None before the first start."""
+        if self.container is None:
+            return None
+        try:
+            return self.container.get_wrapped_container()
+        except Exception:  # testcontainers: created but never started
+            return None
+
+    @property
+    def pid(self) -> int | None:
+        """tritonserver's pid as the Docker host sees it (None when not running)."""
+        if self.wrapped is None:
+            return None
+        self.wrapped.reload()
+        return self.wrapped.attrs.get("State", {}).get("Pid") or None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> Endpoints:
+        """Create (first time) or start again the container, and wait until the server settles.
+        A container that does not get ready is removed (its log stays in `log_path`)."""
+        try:
+            if self.container is None:
+                self.container = self._create()
+                self.container.start()
+                self._locate()
+            else:
+                self.wrapped.start()
+            self._wait_until_settled()
+        except Exception as exc:  # LaunchError, docker.errors.*, requests' connection errors
+            self._discard()
+            if isinstance(exc, LaunchError):
+                raise
+            raise LaunchError(_docker_failure(exc, self.spec)) from None
+        return self.endpoints
+
+    def _discard(self) -> None:
+        """Keep the log and remove the container, whatever state it is in."""
+        if self.container is None:
+            return
+        self.save_logs()
+        try:
+            self.container.stop()  # testcontainers: remove (force) with its volumes
+        except Exception:
+            pass
+        self.container = None
+
+    def _create(self):
+        try:
+            from testcontainers.core.container import DockerContainer
+        except ImportError:
+            raise LaunchError("the container launcher needs testcontainers: "
+                              "pip install 'pytest-triton-ready[container]'") from None
+        container = DockerContainer(self.spec.image, command=list(self.spec.command),
+                                    name=f"triton-ready-{self.workdir.name.rsplit('-', 1)[-1].lower()}")
+        for host, mount in self.spec.volumes.items():
+            container.with_volume_mapping(host, mount["bind"], mount["mode"])
+        for key, value in self.spec.environment.items():
+            container.with_env(key, value)
+        container.ports.update(self.spec.ports)  # (address, port) pairs: docker-py's own form
+        container.with_kwargs(**self.spec.run_kwargs())
+        return container
+
+    def _locate(self) -> None:
+        """Where this runner reaches the container: testcontainers knows (the Docker host, or the
+        container's bridge address when the runner itself runs in a container)."""
+        host = self.container.get_container_host_ip()
+        self._host = "127.0.0.1" if host in ("localhost", "::1") else host
+        try:
+            mapped = self.container.get_docker_client().get_connection_mode().use_mapped_port
+        except Exception:  # an older testcontainers: the Docker host and its mapped ports
+            mapped = True
+        self._ports = dict(self.spec.host_ports) if mapped else {port: port for port in self.spec.host_ports}
+
+    def _wait_until_settled(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        http = self.endpoints.http_url
+        while time.monotonic() < deadline:
+            state = self._state()
+            if state.get("Status") in ("exited", "dead"):
+                raise LaunchError(f"the tritonserver container exited with code {state.get('ExitCode')} during "
+                                  f"start-up: {self.last_error_line()}")
+            if _status(f"{http}/v2/health/ready") == 200:
+                return
+            if _status(f"{http}/v2/health/live") == 200 and _loading_finished(http):
+                return
+            time.sleep(0.5)
+        raise LaunchError(f"the tritonserver container was not ready within {self.startup_timeout_s:.0f} s "
+                          f"(log: {self.log_path})")
+
+    def _state(self) -> dict[str, Any]:
+        self.wrapped.reload()
+        return self.wrapped.attrs.get("State", {})
+
+    def running(self) -> bool:
+        return self.wrapped is not None and self._state().get("Running", False)
+
+    def stop(self, grace_s: float | None = None) -> int | None:
+        """SIGTERM tritonserver (Docker SIGKILLs it after the grace period); returns its exit code."""
+        if self.wrapped is None:
+            return None
+        grace = self.exit_timeout_s + 5 if grace_s is None else grace_s
+        try:
+            if self.running():
+                self.wrapped.stop(timeout=int(grace))
+            code = self._state().get("ExitCode")
+        except Exception:
+            return None
+        self.save_logs()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL tritonserver, PID 1 of the container: the server and its stubs die at once."""
+        if self.running():
+            self.wrapped.kill(signal="SIGKILL")
+            self.wrapped.wait(timeout=30)
+        self.save_logs()
+
+    def restart(self) -> Endpoints:
+        """Kill if running, then start the same container again, on the same host ports."""
+        self.kill()
+        return self.start()
+
+    def cleanup(self) -> None:
+        """Stop, keep the logs, remove the container, and remove the private working directory."""
+        try:
+            self.stop()
+        finally:
+            self._discard()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- logs -------------------------------------------------------------------------------------
+    def save_logs(self) -> None:
+        """Copy the container's whole log (stdout and stderr, every start) to `log_path`."""
+        if self.wrapped is None:
+            return
+        try:
+            text = self.wrapped.logs(stdout=True, stderr=True)
+        except Exception:
+            return
+        self.log_path.write_bytes(text)
+
+    def log_text(self, max_lines: int = 200) -> str:
+        """The last lines of the server's log: live from Docker, else the copy kept at the last stop."""
+        if self.wrapped is not None:
+            try:
+                return self.wrapped.logs(tail=max_lines).decode(errors="replace").rstrip("\n")
+            except Exception:
+                pass
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-max_lines:])
+
+    def last_error_line(self) -> str:
+        for line in reversed(self.log_text(400).splitlines()):
+            if line.startswith(("E", "error")) or "error:" in line:
+                return line.strip()
+        return "no error line in the server log"
+
+    # -- processes inside, for fault experiments ------------------------------------------------
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run a command inside the running container: (exit code, output)."""
+        if self.container is None:
+            raise LaunchError("the container is not started")
+        try:
+            result = self.container.exec(list(argv))
+        except Exception as exc:  # docker.errors.APIError: e.g. the container is not running
+            raise LaunchError(f"exec {argv[0]} in the container failed: {' '.join(str(exc).split())[:200]}") from None
+        return int(result.exit_code), result.output.decode(errors="replace")
+
+    def processes(self) -> list[tuple[int, str]]:
+        """(pid, command line) of every process inside the container, pids as the container sees them."""
+        code, output = self.exec(["sh", "-c", LIST_PROCESSES_SCRIPT])
+        if code != 0:
+            raise LaunchError(f"could not list the container's processes: {output.strip()[:200]}")
+        return parse_process_list(output)
+
+    def stub_pids(self, model: str | None = None) -> list[int]:
+        """Python backend stubs inside the container, of one model or of all."""
+        return select_stubs(self.processes(), self.repository_inside, model)
+
+    def signal_process(self, pid: int, sig: int = signal.SIGKILL) -> None:
+        """Send a signal to a process inside the container (e.g. kill a stub)."""
+        code, output = self.exec(["kill", f"-{int(sig)}", str(int(pid))])
+        if code != 0:
+            raise LaunchError(f"kill -{int(sig)} {pid} inside the container failed: {output.strip()[:200]}")
+
+
+def _bind_address() -> str:
+    """Loopback when Docker runs on this host and the runner is not itself in a container; every
+    interface otherwise, since the engine's loopback is not the runner's."""
+    try:
+        from testcontainers.core.docker_client import get_docker_host
+        from testcontainers.core.utils import inside_container
+    except ImportError:
+        return "127.0.0.1"
+    host = get_docker_host() or ""
+    remote = host.startswith(("tcp://", "ssh://", "http://", "https://"))
+    return "0.0.0.0" if remote or inside_container() else "127.0.0.1"
+
+
+def _docker_failure(exc: Exception, spec: ContainerSpec) -> str:
+    """One readable line for what Docker answered."""
+    text = " ".join(str(exc).split())
+    if "could not select device driver" in text or "nvidia-container" in text:
+        return (f"Docker could not give the container GPUs ({spec.gpus.describe()}): install the NVIDIA "
+                f"Container Toolkit, or run without GPUs with --triton-gpus=none ({text[:200]})")
+    if any(word in text for word in ("Error while fetching server API version", "Connection refused",
+                                     "FileNotFoundError", "No such file or directory")):
+        return f"no Docker engine answers (DOCKER_HOST or /var/run/docker.sock): {text[:200]}"
+    if "not found" in text.lower() and spec.image in text:
+        return f"image {spec.image} could not be pulled: {text[:200]}"
+    return f"Docker failed to start {spec.image}: {type(exc).__name__}: {text[:300]}"
