@@ -142,7 +142,9 @@ def assert_clean(page: Page) -> None:
 # -- a healthy run ---------------------------------------------------------------------------------
 def test_healthy_demo_run_is_ready_in_every_format(run_checklist, pytester, browser, record_property):
     junit = pytester.path / "junit.xml"
-    run = run_checklist("test_config.py", "test_monitoring.py",
+    # the config phase and MON-1: what the demo server, started with default flags, is ready for
+    # (MON-2..4 want alert rules, a dashboard and ISO8601 logs that a bare demo does not have)
+    run = run_checklist("test_config.py", "test_monitoring.py::test_metrics_endpoint_reachable_and_moving",
                         args=(f"--junitxml={junit}", f"--triton-header=Authorization: Bearer {SECRET}",
                               "--triton-threshold=metrics_scrape_timeout_s=7",
                               f"--triton-model-repository={DEMO_REPOSITORY}"))
