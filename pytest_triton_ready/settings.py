@@ -65,6 +65,12 @@ def _launcher(text: str) -> str:
     return text
 
 
+def _duration(text: str | float) -> float:
+    from .soak.duration import parse_duration
+
+    return parse_duration(text)
+
+
 def _model_list(text: str | list[str]) -> list[str]:
     if isinstance(text, list):
         return text
@@ -85,6 +91,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", int, 16, "N"),
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
     Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", float, None, "INFER_PER_S"),
+    Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
 )
 
@@ -109,6 +116,13 @@ YAML_SCHEMA: dict[str, Any] = {
     "slo": MapOf(SLO_SCHEMA),
     "thresholds": MapOf(float),
     "report": {"dir": str},
+    "soak": {
+        "duration": str, "window": str, "warmup": str, "rate": float, "rates": MapOf(float), "models": [str],
+        "journal": str, "rate_fraction": float, "success_rate_min": float, "p99_drift_ratio_max": float,
+        "p99_drift_min_ms": float, "server_memory_slope_max_mb_h": float, "gpu_memory_slope_max_mb_h": float,
+        "leak_min_growth_mb": float, "pending_growth_max": float, "runner_memory_slope_max_mb_h": float,
+        "dropped_max": float,
+    },
 }
 
 
@@ -137,6 +151,7 @@ class Settings:
     triton_dynamic_dim: int = 16
     triton_slo_p99_ms: float | None = None
     triton_slo_min_throughput: float | None = None
+    triton_soak: float = 60.0
     readiness_report: Path = Path("triton-ready-report")
     headers: dict[str, str] = field(default_factory=dict)
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)

@@ -31,4 +31,15 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "startup_ready_timeout_s": ThresholdSpec(120.0, "s", "longest wait for a launched server to become ready"),
     "success_rate_min": ThresholdSpec(0.999, "ratio", "lowest acceptable share of successful requests"),
     "metrics_scrape_timeout_s": ThresholdSpec(5.0, "s", "longest acceptable time to answer a metrics scrape"),
+    # PERF-3, the soak (docs/soak.md)
+    "soak_rate_fraction": ThresholdSpec(0.5, "ratio", "share of PERF-2's highest throughput within SLO that the soak drives per model"),
+    "soak_default_rate_infer_s": ThresholdSpec(10.0, "infer/s", "soak rate per model when neither PERF-2 nor soak.rate gives one"),
+    "soak_p99_drift_ratio_max": ThresholdSpec(1.5, "ratio", "highest p99 of the soak's last quarter over its first quarter"),
+    "soak_p99_drift_min_ms": ThresholdSpec(5.0, "ms", "a p99 rise smaller than this is not drift, whatever the ratio"),
+    "soak_server_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of server memory over the soak (least-squares slope)"),
+    "soak_gpu_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of GPU memory over the soak (least-squares slope)"),
+    "soak_leak_min_growth_mb": ThresholdSpec(32.0, "MB", "fitted memory growth below this is noise, not a leak, whatever the slope"),
+    "soak_pending_growth_max": ThresholdSpec(8.0, "requests", "highest fitted growth of pending requests over the soak"),
+    "soak_runner_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of the runner's own RSS (a warning: it questions the measurement)"),
+    "soak_dropped_max": ThresholdSpec(0.01, "ratio", "highest share of scheduled requests the runner may fail to send on time (a warning)"),
 }
