@@ -31,4 +31,12 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "startup_ready_timeout_s": ThresholdSpec(120.0, "s", "longest wait for a launched server to become ready"),
     "success_rate_min": ThresholdSpec(0.999, "ratio", "lowest acceptable share of successful requests"),
     "metrics_scrape_timeout_s": ThresholdSpec(5.0, "s", "longest acceptable time to answer a metrics scrape"),
+    # load engine: measurement windows, stability (perf_analyzer) and validity (MLPerf LoadGen)
+    "load_warmup_s": ThresholdSpec(1.0, "s", "traffic before the first measurement window, excluded from every number"),
+    "load_window_s": ThresholdSpec(2.0, "s", "length of one measurement window"),
+    "load_stability_windows": ThresholdSpec(3, "windows", "how many last windows must agree for a measurement to be stable"),
+    "load_stability_tolerance": ThresholdSpec(0.10, "ratio", "largest max/min spread of throughput and mean latency across those windows"),
+    "load_max_windows": ThresholdSpec(10, "windows", "windows measured at most before a measurement is declared unstable"),
+    "load_min_duration_s": ThresholdSpec(6.0, "s", "validity: shortest span of the reported windows"),
+    "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows"),
 }
