@@ -42,4 +42,12 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "soak_pending_growth_max": ThresholdSpec(8.0, "requests", "highest fitted growth of pending requests over the soak"),
     "soak_runner_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of the runner's own RSS (a warning: it questions the measurement)"),
     "soak_dropped_max": ThresholdSpec(0.01, "ratio", "highest share of scheduled requests the runner may fail to send on time (a warning)"),
+    # load engine: measurement windows, stability (perf_analyzer) and validity (MLPerf LoadGen)
+    "load_warmup_s": ThresholdSpec(1.0, "s", "traffic before the first measurement window, excluded from every number"),
+    "load_window_s": ThresholdSpec(2.0, "s", "length of one measurement window"),
+    "load_stability_windows": ThresholdSpec(3, "windows", "how many last windows must agree for a measurement to be stable"),
+    "load_stability_tolerance": ThresholdSpec(0.10, "ratio", "largest max/min spread of throughput and mean latency across those windows"),
+    "load_max_windows": ThresholdSpec(10, "windows", "windows measured at most before a measurement is declared unstable"),
+    "load_min_duration_s": ThresholdSpec(6.0, "s", "validity: shortest span of the reported windows"),
+    "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows"),
 }
