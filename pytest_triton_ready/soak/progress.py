@@ -15,14 +15,18 @@ from .windows import Window
 MB = 1024 * 1024
 
 
-def progress_text(window: Window, duration_s: float, errors_total: int, completed_total: int) -> str:
-    """'PERF-3 soak 3:00/10:00 (7:00 left) | 48.9 req/s | p99 3.1 ms | errors 0 (0.000%) | server 412 MB ...'"""
-    elapsed = window.end_s
-    left = max(0.0, duration_s - elapsed)
+def progress_text(elapsed_s: float, duration_s: float, window: Window | None, errors_total: int,
+                  completed_total: int) -> str:
+    """'PERF-3 soak 3:00/10:00 (7:00 left) | 48.9 req/s | p99 3.1 ms | errors 0 (0.000%) | server 412 MB ...'
+
+    The rates, p99 and memory are the last closed window's; errors count the whole soak so far."""
+    left = max(0.0, duration_s - elapsed_s)
+    parts = [f"PERF-3 soak {format_duration(elapsed_s)}/{format_duration(duration_s)} ({format_duration(left)} left)"]
+    if window is None:
+        return parts[0] + " | first window not closed yet"
     p99 = f"{window.p99_ms:.1f} ms" if window.p99_ms is not None else "-"
     share = errors_total / completed_total if completed_total else 0.0
-    parts = [
-        f"PERF-3 soak {format_duration(elapsed)}/{format_duration(duration_s)} ({format_duration(left)} left)",
+    parts += [
         f"{window.throughput:.1f} req/s",
         f"p99 {p99}",
         f"errors {errors_total} ({share:.3%})",

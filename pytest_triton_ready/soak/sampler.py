@@ -28,13 +28,20 @@ class Reading:
     notes: list[str] = field(default_factory=list)
 
 
-def process_tree_rss(pid: int) -> float:
-    """RSS of a process and all its descendants, in bytes (psutil.NoSuchProcess when it is gone)."""
+def process_tree(pid: int) -> list[psutil.Process]:
+    """A process and all its descendants (psutil.NoSuchProcess when it is gone)."""
     root = psutil.Process(pid)
-    total = float(root.memory_info().rss)
-    for child in root.children(recursive=True):
+    return [root, *root.children(recursive=True)]
+
+
+def rss_of(processes: list[psutil.Process], leave_out: set[int] = frozenset()) -> float:
+    """Summed RSS in bytes; processes that ended meanwhile count as nothing."""
+    total = 0.0
+    for process in processes:
+        if process.pid in leave_out:
+            continue
         try:
-            total += child.memory_info().rss
+            total += process.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return total
@@ -52,7 +59,7 @@ class Sampler:
         self._runner = psutil.Process()
 
     def read(self) -> Reading:
-        reading = Reading(runner_rss_bytes=float(self._runner.memory_info().rss))
+        reading = Reading()
         try:
             snapshot = self._scrape()
         except MetricsError as exc:
@@ -65,12 +72,17 @@ class Sampler:
             # Triton publishes 0 until its first CPU-metrics poll; that is "not read yet", not 0 bytes.
             if used and used[0].value > 0:
                 reading.host_memory_used_bytes = used[0].value
+        server: list[psutil.Process] = []
         pid = self._server_pid()
         if pid is not None:
             try:
-                reading.server_rss_bytes = process_tree_rss(pid)
+                server = process_tree(pid)
+                reading.server_rss_bytes = rss_of(server)
             except (psutil.NoSuchProcess, psutil.AccessDenied) as exc:
                 reading.notes.append(f"server RSS: {type(exc).__name__} for pid {pid}")
+        # The runner: this process and its helpers, but not a server it launched (its child too).
+        runner = [self._runner, *self._runner.children(recursive=True)]
+        reading.runner_rss_bytes = rss_of(runner, leave_out={p.pid for p in server})
         if self._gpu is not None:
             gpus = self._gpu.read()
             used = [g.memory_used_bytes for g in gpus if g.memory_used_bytes is not None]
