@@ -12,9 +12,12 @@ pytestmark = pytest.mark.usefixtures("triton")
 
 @pytest.mark.triton_check("PERF-3")
 def test_soak_stability(triton, triton_settings, triton_facts, gpu, check, request):
-    """Under steady open-loop load for the whole soak, at least success_rate_min of requests succeed
-    overall and in every window, p99 does not drift, server and GPU memory do not grow (least-squares
-    slope in MB/hour), and pending requests do not grow."""
+    """The server stays stable under steady load for the whole soak: no failures, drift, leaks or queue growth.
+
+    Open-loop traffic at a fixed rate per model, judged per window: at least success_rate_min of
+    requests succeed overall and in every window; p99 of the last quarter stays within
+    soak_p99_drift_ratio_max of the first; the least-squares slope of server and GPU memory stays
+    below its MB/hour limit; pending requests do not grow."""
     from pytest_triton_ready.plugin import RUN_KEY
     from pytest_triton_ready.run import now_iso
     from pytest_triton_ready.soak import PlanError, build_plan, format_duration, journal_header, record_soak

@@ -63,8 +63,7 @@ def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window],
         check.finding(note, severity="info", rule="soak-trend")
     runner = [w.runner_rss_bytes for w in windows if w.runner_rss_bytes is not None]
     if runner:
-        check.measure("runner RSS at the start", round(runner[0] / MB, 1), "MB")
-        check.measure("runner RSS at the end", round(runner[-1] / MB, 1), "MB")
+        check.measure("runner RSS in the first window", round(runner[0] / MB, 1), "MB")
     _recommend(check, evaluation)
     _charts(check, windows, plan)
     check.evidence("soak windows", window_table(windows))

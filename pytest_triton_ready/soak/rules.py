@@ -66,19 +66,22 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
     owns_rss = any(w.server_rss_bytes is not None for w in windows)
     memory = (
         ("server-memory-leak", "server process tree RSS", lambda w: w.server_rss_bytes,
-         limits["soak_server_memory_slope_max_mb_h"], "error"),
+         limits["soak_server_memory_slope_max_mb_h"], "error", "server RSS:"),
         ("host-memory-leak", "server host used memory (nv_cpu_memory_used_bytes)",
          lambda w: w.host_memory_used_bytes, limits["soak_server_memory_slope_max_mb_h"],
-         "info" if owns_rss else "error"),
+         "info" if owns_rss else "error", "metrics:"),
         ("gpu-memory-leak", "GPU memory used", lambda w: w.gpu_memory_used_bytes,
-         limits["soak_gpu_memory_slope_max_mb_h"], "error"),
+         limits["soak_gpu_memory_slope_max_mb_h"], "error", "GPU:"),
         ("runner-memory", "runner RSS", lambda w: w.runner_rss_bytes,
-         limits["soak_runner_memory_slope_max_mb_h"], "warning"),
+         limits["soak_runner_memory_slope_max_mb_h"], "warning", None),
     )
-    for rule, label, read, limit, severity in memory:
+    for rule, label, read, limit, severity, note_prefix in memory:
         trend = fit([(w.end_s, read(w)) for w in settled], scale=1 / MB)
         trends[rule] = trend
-        outcomes += _leak(rule, label, trend, limit, limits["soak_leak_min_growth_mb"], severity, settled, read, notes)
+        if trend is None:
+            notes.append(_unread(label, settled, read, windows, note_prefix))
+            continue
+        outcomes += _leak(rule, label, trend, limit, limits["soak_leak_min_growth_mb"], severity, settled, read)
     pending = fit([(w.end_s, w.pending_requests) for w in settled])
     trends["pending-growth"] = pending
     if pending is not None:
@@ -155,16 +158,19 @@ def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: Threshol
     return outcomes
 
 
-def _leak(rule: str, label: str, trend: Trend | None, limit: ThresholdValue, min_growth: ThresholdValue,
-          severity: str, settled: Sequence[Window], read: Callable[[Window], float | None],
-          notes: list[str]) -> list[Outcome]:
-    if trend is None:
-        readable = sum(1 for w in settled if read(w) is not None)
-        if readable == 0:
-            notes.append(f"{label}: not read (see the windows' notes)")
-        else:
-            notes.append(f"{label}: {readable} readings after warm-up, too few for a trend")
-        return []
+def _unread(label: str, settled: Sequence[Window], read: Callable[[Window], float | None],
+            windows: Sequence[Window], note_prefix: str | None) -> str:
+    readable = sum(1 for w in settled if read(w) is not None)
+    if readable:
+        return f"{label}: {readable} readings after warm-up, too few for a trend"
+    why = next((n for w in windows for n in w.notes if note_prefix and n.startswith(note_prefix)), None)
+    if why is None and label.startswith("server process tree"):
+        why = "the runner does not own the server process (attached), so only the host's memory gauge is read"
+    return f"{label}: not read" + (f" ({why})" if why else "")
+
+
+def _leak(rule: str, label: str, trend: Trend, limit: ThresholdValue, min_growth: ThresholdValue,
+          severity: str, settled: Sequence[Window], read: Callable[[Window], float | None]) -> list[Outcome]:
     first, last = _first_last(settled, read)
     slope_name = f"{label} slope"
     sentence = (f"{label} grew {trend.slope_per_hour:.1f} MB/hour over {trend.points} windows "

@@ -35,10 +35,6 @@ def soak_target(target: Any, plan: SoakPlan, header: dict[str, Any], gpu: Any = 
 
 
 def gpu_instance_models(client: Any, models: list[str]) -> list[str]:
-    """Models with a KIND_GPU instance group (or none declared, which Triton places on a GPU when it has one)."""
-    found = []
-    for model in models:
-        groups = client.model_config(model).get("instance_group") or []
-        if any(g.get("kind") in ("KIND_GPU", "KIND_AUTO") and g.get("gpus", [None]) != [] for g in groups):
-            found.append(model)
-    return found
+    """Models with a KIND_GPU instance group in their effective config (Triton resolves KIND_AUTO)."""
+    return [m for m in models
+            if any(g.get("kind") == "KIND_GPU" for g in client.model_config(m).get("instance_group") or [])]
