@@ -196,6 +196,8 @@ class Traffic:
         self._last_snapshot: ServerSnapshot | None = None
         self.started = 0.0
         self._stop_requested = False
+        self._sent = 0
+        self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -306,8 +308,9 @@ class Traffic:
 
     async def _one(self, pool: RequestPool, i: int, since: float) -> None:
         self._in_flight += 1
+        self._sent += 1
         try:
-            error = await self.sender.send(pool, pool.take(i))
+            error = await self.sender.send(pool, pool.take(i), self.counter_base + self._sent)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a transport bug is an error of this request, not of the run
