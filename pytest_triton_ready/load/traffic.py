@@ -166,9 +166,10 @@ class TrafficResult:
     mode: str
     started_at: float
     ended_at: float
+    in_flight_at_stop: int = 0  # sent but unanswered when the traffic stopped (cancelled, not counted)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "stats": self.stats.to_dict(),
+        return {"mode": self.mode, "stats": self.stats.to_dict(), "in_flight_at_stop": self.in_flight_at_stop,
                 "by_model": {m: s.to_dict() for m, s in self.by_model.items()},
                 "windows": [w.to_dict() for w in self.windows],
                 "timeline": self.timeline.to_dict() if self.timeline else None}
@@ -195,6 +196,8 @@ class Traffic:
         self._last_snapshot: ServerSnapshot | None = None
         self.started = 0.0
         self._stop_requested = False
+        self._sent = 0
+        self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -248,6 +251,7 @@ class Traffic:
         finally:
             self._stop.set()
             ended = time.monotonic()
+            in_flight_at_stop = self._in_flight
             ticker.cancel()
             for worker in workers:
                 worker.cancel()
@@ -261,7 +265,7 @@ class Traffic:
         duration = max(0.0, ended - self.recorder.measure_from)
         stats, by_model = summarize(self.recorder.overall, duration)
         return TrafficResult(stats, by_model, list(self.windows), self.timeline,
-                             list(self.recorder.recent_tallies), plan.mode, self.started, ended)
+                             list(self.recorder.recent_tallies), plan.mode, self.started, ended, in_flight_at_stop)
 
     def _snapshot_at_warmup_end(self) -> None:
         async def take() -> None:
@@ -304,8 +308,9 @@ class Traffic:
 
     async def _one(self, pool: RequestPool, i: int, since: float) -> None:
         self._in_flight += 1
+        self._sent += 1
         try:
-            error = await self.sender.send(pool, pool.take(i))
+            error = await self.sender.send(pool, pool.take(i), self.counter_base + self._sent)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a transport bug is an error of this request, not of the run
