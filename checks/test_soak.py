@@ -11,7 +11,7 @@ pytestmark = pytest.mark.usefixtures("triton")
 
 
 @pytest.mark.triton_check("PERF-3")
-def test_soak_stability(triton, triton_settings, triton_facts, gpu, check, request):
+def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check, request):
     """The server stays stable under steady load for the whole soak: no failures, drift, leaks or queue growth.
 
     Open-loop traffic at a fixed rate per model, judged per window: at least success_rate_min of
@@ -37,7 +37,7 @@ def test_soak_stability(triton, triton_settings, triton_facts, gpu, check, reque
 
     run = request.config.stash[RUN_KEY]
     header = journal_header(check.result, plan, run.context or run.collect_context(), triton_settings, now_iso())
-    outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config))
+    outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
     record_soak(check, plan, outcome.windows, outcome.ran_s)
     if outcome.overall is not None and outcome.overall.p99_ms is not None:
         check.measure("p99 over the whole soak (merged histogram)", round(outcome.overall.p99_ms, 3), "ms")

@@ -317,3 +317,15 @@ def test_a_runner_killed_mid_soak_leaves_a_journal_that_renders(tmp_path, demo_s
     assert len(next(s for s in latency["series"] if s["name"] == "p99")["points"]) == kept
     assert document["context"]["soak_journal"]["closed"] is False
     assert document["context"]["server"]["version"].startswith("2.")
+    _renders_with_the_report_command(journal_path, tmp_path / "by-command", kept)
+
+
+def _renders_with_the_report_command(journal: Path, out: Path, kept: int) -> None:
+    """`triton-ready report JOURNAL` (the report command's sources arrive with the report package)."""
+    pytest.importorskip("pytest_triton_ready.report.sources", reason="the report command's readers are not installed")
+    command = [sys.executable, "-m", "pytest_triton_ready.cli", "report", str(journal), f"--out={out}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "verdict: INCOMPLETE" in done.stdout and "read as soak journal" in done.stdout
+    html = (out / f"{journal.stem}.html").read_text()
+    assert "PERF-3" in html and f"{kept} windows kept" in html
