@@ -90,8 +90,12 @@ def _recommend(check: CheckRecorder, evaluation: Evaluation) -> None:
 def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> None:
     if not windows:
         return
-    hours = plan.duration_s >= 2 * 3600
-    scale, unit = (3600.0, "h") if hours else (60.0, "min")
+    if plan.duration_s >= 2 * 3600:
+        scale, unit = 3600.0, "h"
+    elif plan.duration_s >= 600:
+        scale, unit = 60.0, "min"
+    else:
+        scale, unit = 1.0, "s"
     x_label = f"elapsed ({unit})"
 
     def series(read) -> list[tuple[float, float]]:
@@ -194,6 +198,8 @@ def journal_to_run(path: str | Path) -> Run:
     if finished is None and journal.windows:
         finished = dt.datetime.fromtimestamp(journal.windows[-1].wall_time, dt.timezone.utc).isoformat(timespec="seconds")
     context = dict(header.get("context") or {})
+    context.setdefault("gpus", {"source": None, "gpus": [],
+                                "unavailable_reason": "the soak journal did not record the GPU inventory"})
     context["soak_journal"] = {"path": str(journal.path), "windows": len(journal.windows),
                                "closed": journal.finished, "end": (journal.end or {}).get("reason")}
     run = Run(RecordedSettings(header.get("settings") or {}), [result], context=context,
