@@ -24,6 +24,7 @@ from .windows import Window
 
 MB = 1024 * 1024
 MAX_WINDOW_FINDINGS = 5
+MIN_DRIFT_WINDOWS = 8  # two per quarter: one window's p99 alone is mostly its slowest request
 
 
 @dataclass
@@ -136,8 +137,9 @@ def _window_sentence(window: Window) -> str:
 
 def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: ThresholdValue, notes: list[str]) -> list[Outcome]:
     p99s = [(w.index, w.p99_ms) for w in settled if w.p99_ms is not None]
-    if len(p99s) < 4:
-        notes.append(f"p99 drift: {len(p99s)} windows after warm-up, at least 4 are needed to compare quarters")
+    if len(p99s) < MIN_DRIFT_WINDOWS:
+        notes.append(f"p99 drift: {len(p99s)} windows after warm-up, at least {MIN_DRIFT_WINDOWS} are needed "
+                     "to compare the median p99 of the first and last quarters")
         return []
     quarter = max(1, len(p99s) // 4)
     first = statistics.median(p for _, p in p99s[:quarter])
