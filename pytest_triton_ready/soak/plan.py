@@ -116,8 +116,10 @@ def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
             rates[model], sources[model] = float(section["rate"]), "yaml soak.rate"
         else:
             rates[model] = default_rate.value
+            perf2 = ("PERF-2 found no throughput within SLO" if model in capacity
+                     else "PERF-2 published no capacity")
             sources[model] = (f"conservative default of {default_rate.value:g} infer/s (soak_default_rate_infer_s "
-                              f"from {default_rate.source}): PERF-2 published no capacity and soak.rate is not set")
+                              f"from {default_rate.source}): {perf2} and soak.rate is not set")
         if rates[model] <= 0:
             raise PlanError(f"soak rate for {model} must be positive, got {rates[model]:g} ({sources[model]})")
     journal = Path(section["journal"]) if section.get("journal") else Path(settings.readiness_report) / JOURNAL_NAME
