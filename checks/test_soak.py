@@ -20,7 +20,8 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
     below its MB/hour limit; pending requests do not grow."""
     from pytest_triton_ready.plugin import RUN_KEY
     from pytest_triton_ready.run import now_iso
-    from pytest_triton_ready.soak import PlanError, build_plan, format_duration, journal_header, record_soak
+    from pytest_triton_ready.soak import (JournalError, PlanError, build_plan, format_duration, journal_header,
+                                          record_soak)
     from pytest_triton_ready.soak.progress import ProgressLine
     from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
 
@@ -37,7 +38,10 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
 
     run = request.config.stash[RUN_KEY]
     header = journal_header(check.result, plan, run.context or run.collect_context(), triton_settings, now_iso())
-    outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
+    try:
+        outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
+    except JournalError as exc:
+        pytest.fail(f"triton-ready: {exc}", pytrace=False)
     record_soak(check, plan, outcome.windows, outcome.ran_s)
     if outcome.overall is not None and outcome.overall.p99_ms is not None:
         check.measure("p99 over the whole soak (merged histogram)", round(outcome.overall.p99_ms, 3), "ms")

@@ -146,6 +146,10 @@ def test_default_plan_states_its_conservative_rate():
     settings.yaml = {"soak": {"window": "30s"}}
     with pytest.raises(PlanError, match=r"soak.window in the YAML file \(30 s\) is longer than the soak \(10 s\)"):
         build_plan(settings, ["m"], {})
+    settings = build_settings({"triton_soak": "24h"}, {}, environ={})
+    settings.yaml = {"soak": {"window": "1s"}}
+    with pytest.raises(PlanError, match="more than 10000 windows; use at least 8.64 s"):
+        build_plan(settings, ["m"], {})
 
 
 def test_journal_survives_a_torn_last_line(tmp_path):
@@ -165,6 +169,24 @@ def test_journal_survives_a_torn_last_line(tmp_path):
     assert not is_journal(tmp_path / "not.jsonl")
     with pytest.raises(JournalError, match="not a soak journal"):
         read_journal(tmp_path / "not.jsonl")
+
+
+def test_a_completed_journal_renders_with_the_rules_verdict(tmp_path):
+    settings = build_settings({"triton_soak": "10s"}, {}, environ={})
+    plan = build_plan(settings, ["m"], {})
+    path = tmp_path / "j.jsonl"
+    writer = JournalWriter(path, {"started_at": "2026-11-30T00:00:00+00:00", "plan": plan.to_dict(),
+                                  "context": {"launcher": "attach"}, "settings": settings.redacted()})
+    for i in range(10):
+        writer.window(_window(i, failed=2 if i == 7 else 0))
+    writer.end("completed", "2026-11-30T00:00:10+00:00")
+    run = journal_to_run(path)
+    result = run.results[0]
+    assert result.check_id == "PERF-3" and result.verdict.value == "fail" and result.reason is None
+    assert any(f.message.startswith("window 7 (0:07-0:08): 2 of 102 requests failed") for f in result.findings)
+    assert run.finished_at == "2026-11-30T00:00:10+00:00" and run.context["soak_journal"]["closed"] is True
+    document = json.loads(write_reports(run, tmp_path / "out")["json"].read_text())
+    assert document["verdict"] == "NOT READY"
 
 
 def test_progress_line_rewrites_on_a_tty_and_prints_a_line_per_window_otherwise():
@@ -329,3 +351,15 @@ def _renders_with_the_report_command(journal: Path, out: Path, kept: int) -> Non
     assert "verdict: INCOMPLETE" in done.stdout and "read as soak journal" in done.stdout
     html = (out / f"{journal.stem}.html").read_text()
     assert "PERF-3" in html and f"{kept} windows kept" in html
+
+
+def test_a_journal_that_cannot_be_written_is_one_readable_line(run_checklist, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    config = tmp_path / "soak.yaml"
+    config.write_text(f"soak:\n  window: 1s\n  journal: {blocker}/soak-journal.jsonl\n")
+    run = run_checklist("test_soak.py", args=("--triton-soak=2s", "--triton-models=scale", f"--triton-config={config}"),
+                        subprocess=True)
+    run.outcome.assert_outcomes(failed=1)
+    run.outcome.stdout.fnmatch_lines([f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: Not a directory*"])
+    assert "Traceback" not in run.outcome.stdout.str()

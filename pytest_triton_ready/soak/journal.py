@@ -29,8 +29,11 @@ class JournalWriter:
 
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "w", encoding="utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "w", encoding="utf-8")
+        except OSError as exc:
+            raise JournalError(f"cannot write the soak journal {self.path}: {exc.strerror or exc}") from None
         _fsync_directory(self.path.parent)
         self._write({"kind": KIND, "schema_version": SCHEMA_VERSION, **header})
 

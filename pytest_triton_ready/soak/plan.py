@@ -19,6 +19,7 @@ MIN_WINDOW_S = 1.0
 MAX_AUTO_WINDOW_S = 60.0
 WINDOWS_WANTED = 20
 MAX_AUTO_WARMUP_S = 600.0
+MAX_WINDOWS = 10_000  # what the load engine keeps, and a bound on the runner's memory
 
 # Limits the soak judges with: named thresholds, also settable in the YAML `soak:` section.
 LIMIT_NAMES = ("success_rate_min", "soak_p99_drift_ratio_max", "soak_p99_drift_min_ms",
@@ -91,6 +92,9 @@ def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
         raise PlanError(f"soak.window in {where}: at least {MIN_WINDOW_S:g} s, got {window:g} s")
     if duration and window > duration:
         raise PlanError(f"soak.window in {where} ({window:g} s) is longer than the soak ({duration:g} s)")
+    if duration / window > MAX_WINDOWS:
+        raise PlanError(f"soak.window in {where} ({window:g} s) cuts a {duration:g} s soak into more than "
+                        f"{MAX_WINDOWS} windows; use at least {duration / MAX_WINDOWS:g} s")
     warmup = _seconds(section, "warmup", where)
     if warmup is None:
         warmup = max(window, min(0.05 * duration, MAX_AUTO_WARMUP_S))
