@@ -123,6 +123,36 @@ def test_growing_pending_requests_fail():
     assert "pending-growth" in _failed_rules(evaluate(windows, _limits(), 1))
 
 
+def test_gpu_readings_of_an_h200_capture_feed_the_gpu_leak_rule():
+    """Three scrapes of a real H200 server (idle, under load, after), read through the soak's sampler
+    and gpu.py as three windows a minute apart: GPU memory rose 3143 -> 3535 MiB, a leak at that pace."""
+    from pytest_triton_ready.gpu import GpuReader
+    from pytest_triton_ready.metrics import MetricsSnapshot
+    from pytest_triton_ready.soak.sampler import Sampler
+
+    captures = Path("/work/shared/data/h200-triton-2.51")
+    if not captures.is_dir():
+        pytest.skip("the H200 metrics captures are not on this machine")
+    texts = iter((captures / f"metrics_{name}.txt").read_text() for name in ("idle", "load", "after")
+                 for _ in range(2))  # one scrape for the sampler, one for the GPU reader
+    scrape = lambda: MetricsSnapshot.parse(next(texts))  # noqa: E731
+    sampler = Sampler(scrape, ["mlp"], lambda: None, GpuReader(scrape, same_host=False))
+    windows = []
+    for i in range(3):
+        reading = sampler.read()
+        windows.append(Window(index=i, start_s=60.0 * i, end_s=60.0 * (i + 1), wall_time=1e9 + 60 * i, sent=100, ok=100,
+                              pending_requests=reading.pending_requests, gpu_memory_used_bytes=reading.gpu_memory_used_bytes,
+                              gpu_utilization=reading.gpu_utilization, host_memory_used_bytes=reading.host_memory_used_bytes,
+                              runner_rss_bytes=reading.runner_rss_bytes))
+    assert [w.gpu_memory_used_bytes for w in windows] == [3295674368, 3501195264, 3706716160]
+    assert [w.gpu_utilization for w in windows] == [0, 0.44, 0.61]
+    assert [w.pending_requests for w in windows] == [0, 3, 0]
+    evaluation = evaluate(windows, _limits(), warmup_s=0)
+    gpu = next(o for o in evaluation.failed if o.rule == "gpu-memory-leak")
+    assert gpu.value == pytest.approx(196.0 * 60, rel=0.01)  # 196 MiB a minute, in MB/hour
+    assert "host-memory-leak" in _failed_rules(evaluation)  # no server RSS here: the host gauge judges
+
+
 def test_limits_come_from_the_yaml_soak_section_unless_thresholds_override(tmp_path):
     config = tmp_path / "triton-ready.yaml"
     config.write_text("soak:\n  window: 2s\n  rate: 7\n  server_memory_slope_max_mb_h: 5\n  p99_drift_ratio_max: 3\n"

@@ -117,6 +117,9 @@ def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> 
         "runner RSS": series(lambda w: _mb(w.runner_rss_bytes)),
     }
     check.chart("Soak: memory per window", x_label, "MB", {k: v for k, v in memory.items() if v}, markers=markers)
+    busy = series(lambda w: None if w.gpu_utilization is None else round(100 * w.gpu_utilization, 1))
+    if busy:
+        check.chart("Soak: GPU utilization per window", x_label, "%", {"GPU utilization (mean over GPUs)": busy})
     pending = series(lambda w: w.pending_requests)
     if pending:
         check.chart("Soak: pending requests at each window's end", x_label, "requests", {"pending": pending})
