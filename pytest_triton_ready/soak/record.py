@@ -23,6 +23,7 @@ from .windows import Window
 
 CHECK_ID = "PERF-3"
 PHASE = "performance"
+MAX_MARKED_WINDOWS = 20
 DEFAULT_TITLE = "The server stays stable under steady load for the soak duration"
 
 
@@ -88,41 +89,40 @@ def _recommend(check: CheckRecorder, evaluation: Evaluation) -> None:
 
 
 def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> None:
+    """Timelines of every window (x: seconds since the soak started, at each window's end)."""
     if not windows:
         return
-    if plan.duration_s >= 2 * 3600:
-        scale, unit = 3600.0, "h"
-    elif plan.duration_s >= 600:
-        scale, unit = 60.0, "min"
-    else:
-        scale, unit = 1.0, "s"
-    x_label = f"elapsed ({unit})"
+    x_label = "time since start"
 
     def series(read) -> list[tuple[float, float]]:
-        return [(round(w.end_s / scale, 4), read(w)) for w in windows if read(w) is not None]
+        return [(w.end_s, read(w)) for w in windows if read(w) is not None]
 
-    failing = [w for w in windows if w.success_rate is not None and w.success_rate < plan.limits["success_rate_min"].value]
-    markers = [{"x": round(failing[0].end_s / scale, 4), "label": f"first failing window ({failing[0].index})"}] if failing else []
-    markers.append({"x": round(plan.warmup_s / scale, 4), "label": "warm-up ends"})
-    check.chart("Soak: latency per window", x_label, "ms",
-                {"p50": series(lambda w: w.p50_ms), "p99": series(lambda w: w.p99_ms)}, markers=markers)
-    check.chart("Soak: throughput and success per window", x_label, "infer/s",
-                {"succeeded per second": series(lambda w: round(w.throughput, 3)),
-                 "failed per second": series(lambda w: round(w.failed / w.duration_s, 3) if w.duration_s else None)},
-                markers=markers)
+    def chart(title: str, y_label: str, data: dict[str, list[tuple[float, float]]]) -> None:
+        check.chart(title, x_label, y_label, data, kind="timeline", markers=markers)
+
+    minimum = plan.limits["success_rate_min"].value
+    failing = [w for w in windows if w.success_rate is not None and w.success_rate < minimum]
+    markers: list[dict[str, Any]] = [{"x": plan.warmup_s, "label": "warm-up ends"}]
+    markers += [{"x": w.start_s, "until": w.end_s, "label": f"window {w.index} below {minimum:.1%}"}
+                for w in failing[:MAX_MARKED_WINDOWS]]
+    chart("Soak: latency per window", "latency (ms)",
+          {"p50": series(lambda w: w.p50_ms), "p99": series(lambda w: w.p99_ms)})
+    chart("Soak: throughput and failures per window", "requests per second",
+          {"succeeded": series(lambda w: round(w.throughput, 3)),
+           "failed": series(lambda w: round(w.failed / w.duration_s, 3) if w.duration_s else None)})
     memory = {
         "server process tree RSS": series(lambda w: _mb(w.server_rss_bytes)),
         "server host used (nv_cpu_memory_used_bytes)": series(lambda w: _mb(w.host_memory_used_bytes)),
         "GPU memory used": series(lambda w: _mb(w.gpu_memory_used_bytes)),
         "runner RSS": series(lambda w: _mb(w.runner_rss_bytes)),
     }
-    check.chart("Soak: memory per window", x_label, "MB", {k: v for k, v in memory.items() if v}, markers=markers)
+    chart("Soak: memory per window", "MB", {k: v for k, v in memory.items() if v})
     busy = series(lambda w: None if w.gpu_utilization is None else round(100 * w.gpu_utilization, 1))
     if busy:
-        check.chart("Soak: GPU utilization per window", x_label, "%", {"GPU utilization (mean over GPUs)": busy})
+        chart("Soak: GPU utilization per window", "%", {"GPU utilization (mean over GPUs)": busy})
     pending = series(lambda w: w.pending_requests)
     if pending:
-        check.chart("Soak: pending requests at each window's end", x_label, "requests", {"pending": pending})
+        chart("Soak: pending requests at each window's end", "requests", {"pending": pending})
 
 
 def _mb(value: float | None) -> float | None:
