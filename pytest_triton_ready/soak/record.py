@@ -23,7 +23,7 @@ from .windows import Window
 
 CHECK_ID = "PERF-3"
 PHASE = "performance"
-MAX_MARKED_WINDOWS = 20
+MAX_MARKED_SPANS = 20
 DEFAULT_TITLE = "The server stays stable under steady load for the soak duration"
 
 
@@ -103,8 +103,9 @@ def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> 
     minimum = plan.limits["success_rate_min"].value
     failing = [w for w in windows if w.success_rate is not None and w.success_rate < minimum]
     markers: list[dict[str, Any]] = [{"x": plan.warmup_s, "label": "warm-up ends"}]
-    markers += [{"x": w.start_s, "until": w.end_s, "label": f"window {w.index} below {minimum:.1%}"}
-                for w in failing[:MAX_MARKED_WINDOWS]]
+    for first, last in _runs(failing)[:MAX_MARKED_SPANS]:
+        which = f"window {first.index}" if first is last else f"windows {first.index}-{last.index}"
+        markers.append({"x": first.start_s, "until": last.end_s, "label": f"{which} below {minimum:.1%} success"})
     chart("Soak: latency per window", "latency (ms)",
           {"p50": series(lambda w: w.p50_ms), "p99": series(lambda w: w.p99_ms)})
     chart("Soak: throughput and failures per window", "requests per second",
@@ -112,17 +113,30 @@ def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> 
            "failed": series(lambda w: round(w.failed / w.duration_s, 3) if w.duration_s else None)})
     memory = {
         "server process tree RSS": series(lambda w: _mb(w.server_rss_bytes)),
-        "server host used (nv_cpu_memory_used_bytes)": series(lambda w: _mb(w.host_memory_used_bytes)),
         "GPU memory used": series(lambda w: _mb(w.gpu_memory_used_bytes)),
         "runner RSS": series(lambda w: _mb(w.runner_rss_bytes)),
     }
     chart("Soak: memory per window", "MB", {k: v for k, v in memory.items() if v})
+    host = series(lambda w: _mb(w.host_memory_used_bytes))
+    if host:  # on its own axis: the whole host's memory would flatten the server's line
+        chart("Soak: server host used memory per window", "MB", {"nv_cpu_memory_used_bytes": host})
     busy = series(lambda w: None if w.gpu_utilization is None else round(100 * w.gpu_utilization, 1))
     if busy:
         chart("Soak: GPU utilization per window", "%", {"GPU utilization (mean over GPUs)": busy})
     pending = series(lambda w: w.pending_requests)
     if pending:
         chart("Soak: pending requests at each window's end", "requests", {"pending": pending})
+
+
+def _runs(windows: Sequence[Window]) -> list[tuple[Window, Window]]:
+    """Consecutive windows grouped: [(first, last), ...]."""
+    runs: list[tuple[Window, Window]] = []
+    for window in windows:
+        if runs and window.index == runs[-1][1].index + 1:
+            runs[-1] = (runs[-1][0], window)
+        else:
+            runs.append((window, window))
+    return runs
 
 
 def _mb(value: float | None) -> float | None:
