@@ -369,18 +369,26 @@ def test_a_runner_killed_mid_soak_leaves_a_journal_that_renders(tmp_path, demo_s
     assert len(next(s for s in latency["series"] if s["name"] == "p99")["points"]) == kept
     assert document["context"]["soak_journal"]["closed"] is False
     assert document["context"]["server"]["version"].startswith("2.")
-    _renders_with_the_report_command(journal_path, tmp_path / "by-command", kept)
 
 
-def _renders_with_the_report_command(journal: Path, out: Path, kept: int) -> None:
-    """`triton-ready report JOURNAL` (the report command's sources arrive with the report package)."""
+def test_the_report_command_renders_an_unclosed_journal(tmp_path):
+    """`triton-ready report JOURNAL`: the report package's reader list gains the soak journal."""
     pytest.importorskip("pytest_triton_ready.report.sources", reason="the report command's readers are not installed")
-    command = [sys.executable, "-m", "pytest_triton_ready.cli", "report", str(journal), f"--out={out}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    settings = build_settings({"triton_soak": "1m"}, {}, environ={})
+    plan = build_plan(settings, ["m"], {})
+    journal = tmp_path / "soak-journal.jsonl"
+    writer = JournalWriter(journal, {"started_at": "2026-11-30T00:00:00+00:00", "plan": plan.to_dict(),
+                                     "context": {"launcher": "attach", "runner": {"pytest_triton_ready": "0", "python": "3"}},
+                                     "settings": settings.redacted()})
+    for i in range(6):
+        writer.window(_window(i, width=3.0))
+    writer.close()  # no end line: the runner died
+    done = subprocess.run([sys.executable, "-m", "pytest_triton_ready.cli", "report", str(journal),
+                           f"--out={tmp_path / 'out'}"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "verdict: INCOMPLETE" in done.stdout and "read as soak journal" in done.stdout
-    html = (out / f"{journal.stem}.html").read_text()
-    assert "PERF-3" in html and f"{kept} windows kept" in html
+    html = (tmp_path / "out" / "soak-journal.html").read_text()
+    assert "PERF-3" in html and "6 windows kept" in html
 
 
 def test_a_journal_that_cannot_be_written_is_one_readable_line(run_checklist, tmp_path):
@@ -391,5 +399,5 @@ def test_a_journal_that_cannot_be_written_is_one_readable_line(run_checklist, tm
     run = run_checklist("test_soak.py", args=("--triton-soak=2s", "--triton-models=scale", f"--triton-config={config}"),
                         subprocess=True)
     run.outcome.assert_outcomes(failed=1)
-    run.outcome.stdout.fnmatch_lines([f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: Not a directory*"])
+    run.outcome.stdout.fnmatch_lines([f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: {blocker} is not a directory"])
     assert "Traceback" not in run.outcome.stdout.str()

@@ -33,7 +33,9 @@ class JournalWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "w", encoding="utf-8")
         except OSError as exc:
-            raise JournalError(f"cannot write the soak journal {self.path}: {exc.strerror or exc}") from None
+            parent = next((p for p in self.path.parents if p.exists()), None)
+            why = f"{parent} is not a directory" if parent is not None and not parent.is_dir() else exc.strerror or exc
+            raise JournalError(f"cannot write the soak journal {self.path}: {why}") from None
         _fsync_directory(self.path.parent)
         self._write({"kind": KIND, "schema_version": SCHEMA_VERSION, **header})
 
