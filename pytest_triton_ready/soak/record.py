@@ -215,6 +215,8 @@ def journal_to_run(path: str | Path) -> Run:
     if finished is None and journal.windows:
         finished = dt.datetime.fromtimestamp(journal.windows[-1].wall_time, dt.timezone.utc).isoformat(timespec="seconds")
     context = dict(header.get("context") or {})
+    context.setdefault("runner", {"pytest_triton_ready": "not recorded in the soak journal",
+                                  "python": "not recorded in the soak journal"})
     context.setdefault("gpus", {"source": None, "gpus": [],
                                 "unavailable_reason": "the soak journal did not record the GPU inventory"})
     context["soak_journal"] = {"path": str(journal.path), "windows": len(journal.windows),
