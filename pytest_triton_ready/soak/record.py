@@ -40,7 +40,7 @@ def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window],
                       severity="info", rule="soak-rate", model=model)
     sent = sum(w.sent for w in windows)
     ok = sum(w.ok for w in windows)
-    check.measure("requests sent", sent, "requests")
+    check.measure("requests completed", sent, "requests")
     check.measure("requests succeeded", ok, "requests")
     if ran_s > 0:
         check.measure("mean throughput", round(ok / ran_s, 2), "infer/s")
