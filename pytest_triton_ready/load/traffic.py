@@ -185,6 +185,7 @@ class Traffic:
         self.sender = sender
         self.probe = probe
         self.on_window = on_window
+        self.on_tallies: Callable[[Window, dict[str, Tally]], Any] | None = None  # worker processes ship these
         self.stop_when = stop_when
         self.windows: deque[Window] = deque(maxlen=plan.keep_windows)
         self.timeline: Timeline | None = None
@@ -292,6 +293,8 @@ class Traffic:
     async def _close_window(self, index: int, begin: float, end: float, tallies: dict[str, Tally]) -> None:
         stats, by_model = summarize(tallies, end - begin)
         window = Window(index, begin, end, stats, by_model)
+        if self.on_tallies is not None:
+            self.on_tallies(window, tallies)
         if self.probe is not None:
             snapshot = await asyncio.to_thread(self.probe.snapshot)
             if self._last_snapshot is not None:
