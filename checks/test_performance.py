@@ -85,7 +85,9 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check):
         for reason, count in stats.errors.items():
             check.evidence(f"{model} error ({count}x)", reason)
         if prof.min_throughput:
-            ratio = stats.throughput_infer_s / prof.min_throughput
+            # Completed over offered in the same windows (Poisson arrivals make the offered count vary
+            # around the rate); a server that falls behind leaves a growing backlog or drops.
+            ratio = stats.count_ok / stats.attempted if stats.attempted else 0.0
             check.measure("achieved / offered throughput", round(ratio, 3), "ratio", model=model,
                           threshold=settings.threshold("perf_throughput_ratio_min"), comparison=">=",
                           finding=f"{model}: the server completes {stats.throughput_infer_s:.0f} of the "
