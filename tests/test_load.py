@@ -158,3 +158,22 @@ def test_tallies_survive_the_trip_between_processes():
     stats = total.summary(1.0)
     assert (stats.count_ok, stats.count_errors, stats.dropped) == (4, 1, 3)
     assert stats.max_ms == pytest.approx(10.0, rel=RELATIVE_PRECISION)
+
+
+def test_windows_reach_the_callback_and_the_iterator_for_several_models(engine):
+    """The soak's shape: {model: rate}, windows handed to on_window and to windows() as they close,
+    each with per-model stats and the server's deltas for the same span."""
+    seen = []
+    traffic = engine.open_loop({"identity": 100, "slow": 5}, window_s=0.4, server_stats=True, bin_s=None,
+                               on_window=seen.append, duration_s=1.3)
+    traffic.start()
+    iterated = list(traffic.windows(timeout_s=5))
+    result = traffic.stop()
+    assert [w.index for w in iterated] == [w.index for w in seen] == [0, 1, 2]
+    window = iterated[1]
+    assert set(window.by_model) == {"identity", "slow"}
+    assert window.by_model["identity"].count_ok == pytest.approx(40, abs=8)
+    assert window.by_model["slow"].count_ok == pytest.approx(2, abs=2)
+    assert window.server.models["identity"].success == pytest.approx(40, abs=10)
+    assert result.timeline is None
+    assert result.by_model["identity"].throughput_infer_s == pytest.approx(100, rel=0.15), result.to_dict()["by_model"]

@@ -155,3 +155,23 @@ def test_gpu_band_reads_real_h200_metrics(run_checklist, pytester):
     assert m["GPU utilization (mean)"]["threshold"] == 0.70
     assert any("add model instances" in r for r in gpu["recommendations"])
     assert gpu["charts"][0]["title"] == "GPU utilization under load"
+
+
+def test_tune_batching_measures_delays_and_restores_the_config(run_checklist, demo_server):
+    """--triton-tune-batching reloads `scale` with config overrides for each delay, recommends one
+    and leaves the server with the original max_queue_delay_microseconds."""
+    from pytest_triton_ready.client import TritonClient
+
+    endpoints = demo_server.endpoints
+    client = TritonClient(endpoints.http_url, endpoints.grpc_url)
+    before = client.model_config("scale", fresh=True)["dynamic_batching"]["max_queue_delay_microseconds"]
+    run = run_checklist("test_performance.py", args=("--triton-models=scale", "--triton-slo-p99-ms=500", *SHORT,
+                                                     "-k", "batching", "--triton-tune-batching"))
+    cfg2 = run.result("test_dynamic_batching_under_stress")
+    m = _measures(cfg2, "scale")
+    assert {"throughput at max_queue_delay 0 us", "throughput at max_queue_delay 10000 us"} <= set(m), sorted(m)
+    assert any("set max_queue_delay_microseconds to" in r for r in cfg2["recommendations"]), cfg2["recommendations"]
+    assert not any("could not be restored" in f["message"] for f in cfg2["findings"])
+    after = client.model_config("scale", fresh=True)["dynamic_batching"]["max_queue_delay_microseconds"]
+    client.close()
+    assert after == before

@@ -1,8 +1,8 @@
 """A timeline of fixed bins (default 100 ms) with named events, for fault experiments: what
 happened to requests around a reload, a kill or a SIGTERM.
 
-A success or an error lands in the bin of its completion; a drop in the bin where it should have
-been sent. Only the open bin holds a (2-digit) histogram; closed bins keep their numbers, and at
+A success or an error lands in the bin of its completion; a drop in the bin where it was found
+late (at most `late_drop_s` after it was due). Only the open bin holds a (2-digit) histogram; closed bins keep their numbers, and at
 most `max_bins` of them are kept (the oldest go first), so memory stays bounded on long runs.
 """
 
@@ -60,8 +60,9 @@ class Timeline:
 
     def _close(self) -> None:
         h = self._histogram
+        percentiles = h.percentiles_ms((50.0, 99.0))
         closed = Bin(self._index * self.bin_s, self._ok, self._errors, self._dropped,
-                     h.percentile_ms(50), h.percentile_ms(99))
+                     percentiles["p50"], percentiles["p99"])
         with self._lock:
             self.bins.append(closed)
         self._index += 1
