@@ -57,6 +57,9 @@ def test_open_loop_on_a_slow_model_queues_and_drops(engine):
     assert bins[-1].p50_ms > bins[0].p50_ms * 2, [b.to_dict() for b in result.timeline.bins]
     assert [e.name for e in result.timeline.events] == ["two seconds"]
     assert result.timeline.events[0].t_s == pytest.approx(2.0, abs=0.3)
+    series, markers = result.timeline.chart_series()
+    assert markers == [{"x": round(result.timeline.events[0].t_s, 3), "label": "two seconds"}]
+    assert sum(v for _, v in series["dropped per bin"]) == stats.dropped
 
 
 def test_closed_loop_on_a_slow_model_throttles_itself(engine):

@@ -103,6 +103,18 @@ class Timeline:
         with self._lock:
             return list(self.bins), list(self.events)
 
+    def chart_series(self) -> tuple[dict[str, list[tuple[float, float]]], list[dict[str, Any]]]:
+        """(series, markers) for `check.chart(title, "time (s)", "latency (ms)", series,
+        kind="timeline", markers=markers)`: p50/p99 per bin, and one marker per event."""
+        bins, events = self.snapshot()
+        series = {
+            "p50 (ms)": [(round(b.t_s, 3), b.p50_ms) for b in bins if b.p50_ms is not None],
+            "p99 (ms)": [(round(b.t_s, 3), b.p99_ms) for b in bins if b.p99_ms is not None],
+            "errors per bin": [(round(b.t_s, 3), float(b.errors)) for b in bins],
+            "dropped per bin": [(round(b.t_s, 3), float(b.dropped)) for b in bins],
+        }
+        return series, [{"x": round(e.t_s, 3), "label": e.name} for e in events]
+
     def to_dict(self) -> dict[str, Any]:
         bins, events = self.snapshot()
         return {"bin_s": self.bin_s, "bins": [b.to_dict() for b in bins],
