@@ -85,7 +85,9 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check):
         for reason, count in stats.errors.items():
             check.evidence(f"{model} error ({count}x)", reason)
         if prof.min_throughput:
-            ratio = stats.throughput_infer_s / prof.min_throughput
+            # Completed over offered in the same windows (Poisson arrivals make the offered count vary
+            # around the rate); a server that falls behind leaves a growing backlog or drops.
+            ratio = stats.count_ok / stats.attempted if stats.attempted else 0.0
             check.measure("achieved / offered throughput", round(ratio, 3), "ratio", model=model,
                           threshold=settings.threshold("perf_throughput_ratio_min"), comparison=">=",
                           finding=f"{model}: the server completes {stats.throughput_infer_s:.0f} of the "
@@ -103,7 +105,9 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check):
 def test_throughput_latency_curve(triton, load, check, triton_facts):
     """Sweeping concurrency up to 2 x max_batch_size x instances, throughput never falls as
     concurrency rises before the knee, latency does not explode below the target load, and some
-    point is within the latency budget; the curve, its knee and the capacity within SLO are reported."""
+    point is within the latency budget; the curve, its knee and the capacity within SLO are reported.
+    A model with fewer than half of its points (or two) stable and valid makes the check INCOMPLETE
+    and publishes no capacity."""
     settings = triton.settings
     profiles = _profiles(triton)
     if not profiles:
@@ -139,7 +143,7 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
         for p in points:
             check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
-        if len(trusted) < 2:
+        if len(trusted) < max(2, (len(points) + 1) // 2):
             incomplete.append(f"{model}: only {len(trusted)} of {len(points)} curve points are stable and valid")
             continue
         knee_point = knee(points, knee_fraction)

@@ -57,6 +57,9 @@ def test_open_loop_on_a_slow_model_queues_and_drops(engine):
     assert bins[-1].p50_ms > bins[0].p50_ms * 2, [b.to_dict() for b in result.timeline.bins]
     assert [e.name for e in result.timeline.events] == ["two seconds"]
     assert result.timeline.events[0].t_s == pytest.approx(2.0, abs=0.3)
+    series, markers = result.timeline.chart_series()
+    assert markers == [{"x": round(result.timeline.events[0].t_s, 3), "label": "two seconds"}]
+    assert sum(v for _, v in series["dropped per bin"]) == stats.dropped
 
 
 def test_closed_loop_on_a_slow_model_throttles_itself(engine):
@@ -158,3 +161,22 @@ def test_tallies_survive_the_trip_between_processes():
     stats = total.summary(1.0)
     assert (stats.count_ok, stats.count_errors, stats.dropped) == (4, 1, 3)
     assert stats.max_ms == pytest.approx(10.0, rel=RELATIVE_PRECISION)
+
+
+def test_windows_reach_the_callback_and_the_iterator_for_several_models(engine):
+    """The soak's shape: {model: rate}, windows handed to on_window and to windows() as they close,
+    each with per-model stats and the server's deltas for the same span."""
+    seen = []
+    traffic = engine.open_loop({"identity": 100, "slow": 5}, window_s=0.4, server_stats=True, bin_s=None,
+                               on_window=seen.append, duration_s=1.3)
+    traffic.start()
+    iterated = list(traffic.windows(timeout_s=5))
+    result = traffic.stop()
+    assert [w.index for w in iterated] == [w.index for w in seen] == [0, 1, 2]
+    window = iterated[1]
+    assert set(window.by_model) == {"identity", "slow"}
+    assert window.by_model["identity"].count_ok == pytest.approx(40, abs=8)
+    assert window.by_model["slow"].count_ok == pytest.approx(2, abs=2)
+    assert window.server.models["identity"].success == pytest.approx(40, abs=10)
+    assert result.timeline is None
+    assert result.by_model["identity"].throughput_infer_s == pytest.approx(100, rel=0.15), result.to_dict()["by_model"]

@@ -185,6 +185,7 @@ class Traffic:
         self.sender = sender
         self.probe = probe
         self.on_window = on_window
+        self.on_tallies: Callable[[Window, dict[str, Tally]], Any] | None = None  # worker processes ship these
         self.stop_when = stop_when
         self.windows: deque[Window] = deque(maxlen=plan.keep_windows)
         self.timeline: Timeline | None = None
@@ -252,10 +253,11 @@ class Traffic:
             self._stop.set()
             ended = time.monotonic()
             in_flight_at_stop = self._in_flight
-            ticker.cancel()
             for worker in workers:
                 worker.cancel()
-            await asyncio.gather(*workers, ticker, return_exceptions=True)
+            await asyncio.gather(*workers, ticker, return_exceptions=True)  # the ticker ends by itself
+            for index, begin, end, tallies in self.recorder.roll(ended):  # windows that ended meanwhile
+                await self._close_window(index, begin, end, tallies)
             pending = list(self._tasks)
             for task in pending:
                 task.cancel()
@@ -281,8 +283,12 @@ class Traffic:
     async def _ticker(self) -> None:
         """Closes timeline bins and windows even when no response arrives."""
         step = min(x for x in (self.plan.bin_s, self.plan.window_s, 0.1) if x)
-        while True:
-            await asyncio.sleep(step / 2)
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), step / 2)
+                return
+            except asyncio.TimeoutError:
+                pass
             now = time.monotonic()
             if self.timeline is not None:
                 self.timeline.tick(now)
@@ -292,6 +298,8 @@ class Traffic:
     async def _close_window(self, index: int, begin: float, end: float, tallies: dict[str, Tally]) -> None:
         stats, by_model = summarize(tallies, end - begin)
         window = Window(index, begin, end, stats, by_model)
+        if self.on_tallies is not None:
+            self.on_tallies(window, tallies)
         if self.probe is not None:
             snapshot = await asyncio.to_thread(self.probe.snapshot)
             if self._last_snapshot is not None:
