@@ -2,7 +2,8 @@
 
     triton-ready --triton-url=http://HOST:8000 [pytest options]
     triton-ready --triton-launch=embedded
-    triton-ready report PATH          render Markdown and HTML again from a readiness.json
+    triton-ready report PATH          render Markdown and HTML again from a readiness.json,
+                                      or a partial report from a soak journal
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["report"]:
         from .report.cli import main as report_main
+        from .soak.report_source import register as read_soak_journals
 
+        read_soak_journals()
         return report_main(args[1:])
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__.strip())

@@ -1,6 +1,6 @@
 """The pytest plugin: options, public fixtures, the `triton_check` marker and the report hooks.
 
-Public fixtures: `triton_settings`, `triton`, `triton_metrics`, `check`. Everything heavy (the
+Public fixtures: `triton_settings`, `triton`, `triton_metrics`, `gpu`, `load`, `triton_facts`, `check`. Everything heavy (the
 tritonclient stack, a launched server) is created only when a check asks for it.
 """
 
@@ -31,7 +31,8 @@ PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("triton-ready", "triton-ready: production readiness of a Triton Inference Server")
     for option in OPTIONS:
-        group.addoption(option.cli, dest=option.dest, metavar=option.metavar, default=None,
+        flag = {"nargs": "?", "const": "true"} if option.flag else {}
+        group.addoption(option.cli, dest=option.dest, metavar=option.metavar, default=None, **flag,
                         help=f"{option.help} [env {option.env}; ini {option.ini}; yaml {option.yaml_path}]")
         parser.addini(option.ini, option.help, default=None)
     group.addoption("--triton-config", dest="triton_config", metavar="YAML", default=None,
@@ -114,6 +115,25 @@ def gpu(triton):
     from .gpu import GpuReader
 
     return GpuReader.for_target(triton)
+
+
+@pytest.fixture(scope="session")
+def load(triton, gpu):
+    """The load engine (a LoadEngine) bound to the server under test; see docs/load-engine.md.
+
+    - `load.open_loop(model | [models] | {model: rate}, rate, poisson=False, window_s=None,
+      on_window=None, server_stats=False)` and `load.closed_loop(model, concurrency, ...)` return
+      BackgroundTraffic: `with ... as traffic:` runs it in a background thread while the check
+      does other things; `traffic.event("name")` marks the timeline; after the block
+      `traffic.result` holds `.stats` (count_ok, errors by reason, dropped, p50..p99.9 ms,
+      throughput_infer_s), `.timeline` (100 ms bins and events) and `.windows`.
+    - `load.measure(model, concurrency=N | rate=R)` runs warm-up and measurement windows until
+      stable and valid (thresholds `load_*`), with the server's statistics and GPU readings for
+      the same windows: a Measurement with `.stats`, `.stable`, `.valid`, `.problem()`, `.server`.
+    """
+    from .load import LoadEngine
+
+    return LoadEngine.for_target(triton, gpu_reader=gpu)
 
 
 @pytest.fixture(scope="session")

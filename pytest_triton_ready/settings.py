@@ -37,6 +37,7 @@ class Option:
     type: Callable[[str], Any] = str
     default: Any = None
     metavar: str = "VALUE"
+    flag: bool = False  # on the command line the bare option means true
 
     @property
     def cli(self) -> str:
@@ -68,6 +69,23 @@ def _launcher(text: str) -> str:
     return text
 
 
+def _duration(text: str | float) -> float:
+    from .soak.duration import parse_duration
+
+    return parse_duration(text)
+
+
+def _flag(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, got {text!r}")
+
+
 def _model_list(text: str | list[str]) -> list[str]:
     if isinstance(text, list):
         return text
@@ -90,6 +108,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", int, 16, "N"),
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
     Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", float, None, "INFER_PER_S"),
+    Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
+    Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
 )
 
@@ -128,6 +148,14 @@ YAML_SCHEMA: dict[str, Any] = {
     "operations": OPERATIONS_SCHEMA,
     "security": SECURITY_SCHEMA,
     "monitoring": MONITORING_SCHEMA,
+    "soak": {
+        "duration": str, "window": str, "warmup": str, "rate": float, "rates": MapOf(float), "models": [str],
+        "journal": str, "rate_fraction": float, "success_rate_min": float, "p99_drift_ratio_max": float,
+        "p99_drift_min_ms": float, "server_memory_slope_max_mb_h": float, "gpu_memory_slope_max_mb_h": float,
+        "leak_min_growth_mb": float, "pending_growth_max": float, "runner_memory_slope_max_mb_h": float,
+        "dropped_max": float,
+    },
+    "performance": {"tune_batching": bool, "tune_queue_delays_us": [int]},
 }
 ROLLOUTS = ("canary", "blue-green")
 
@@ -159,6 +187,8 @@ class Settings:
     triton_dynamic_dim: int = 16
     triton_slo_p99_ms: float | None = None
     triton_slo_min_throughput: float | None = None
+    triton_soak: float = 60.0
+    triton_tune_batching: bool = False
     readiness_report: Path = Path("triton-ready-report")
     headers: dict[str, str] = field(default_factory=dict)
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)

@@ -1,0 +1,57 @@
+"""Phase "performance", PERF-3: stability under steady load for the soak duration.
+
+`--triton-soak=DURATION` sets how long (60 s by default, 24h for a nightly job). Traffic is open
+loop at a fixed rate per model; every window is journaled to soak-journal.jsonl as it closes, so a
+runner that dies still leaves evidence (`triton-ready report JOURNAL` renders it).
+"""
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("triton")
+
+
+@pytest.mark.triton_check("PERF-3")
+def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check, request):
+    """The server stays stable under steady load for the whole soak: no failures, drift, leaks or queue growth.
+
+    Open-loop traffic at a fixed rate per model, judged per window: at least success_rate_min of
+    requests succeed overall and in every window; p99 of the last quarter stays within
+    soak_p99_drift_ratio_max of the first; the least-squares slope of server and GPU memory stays
+    below its MB/hour limit; pending requests do not grow."""
+    from pytest_triton_ready.plugin import RUN_KEY
+    from pytest_triton_ready.run import now_iso
+    from pytest_triton_ready.soak import (JournalError, PlanError, build_plan, format_duration, journal_header,
+                                          record_soak)
+    from pytest_triton_ready.soak.progress import ProgressLine
+    from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
+
+    if not triton_settings.triton_soak:
+        check.incomplete("the soak is turned off (--triton-soak=0)")
+    ready = {e["name"] for e in triton.client.repository_index() if e.get("state") == "READY"}
+    models = [m for m in triton.models() if m in ready]
+    if not models:
+        check.incomplete("no READY model in scope to soak")
+    try:
+        plan = build_plan(triton_settings, models, triton_facts)
+    except PlanError as exc:
+        pytest.fail(f"triton-ready: {exc}", pytrace=False)
+
+    run = request.config.stash[RUN_KEY]
+    header = journal_header(check.result, plan, run.context or run.collect_context(), triton_settings, now_iso())
+    try:
+        outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
+    except JournalError as exc:
+        pytest.fail(f"triton-ready: {exc}", pytrace=False)
+    record_soak(check, plan, outcome.windows, outcome.ran_s)
+    if outcome.overall is not None and outcome.overall.p99_ms is not None:
+        check.measure("p99 over the whole soak (merged histogram)", round(outcome.overall.p99_ms, 3), "ms")
+
+    ran = f"{format_duration(outcome.ran_s)} of {format_duration(plan.duration_s)}"
+    if outcome.end_reason == "interrupted":
+        request.session.shouldstop = "the soak was interrupted"
+        check.incomplete(f"the soak was interrupted after {ran}; its {len(outcome.windows)} windows are kept "
+                         f"(journal {plan.journal_path})")
+    if outcome.end_reason == "error":
+        check.incomplete(f"the soak broke off after {ran}: {outcome.error}")
+    if not check.errors and gpu.unavailable_reason and gpu_instance_models(triton.client, models):
+        check.incomplete(f"models run on GPUs but GPU memory could not be read: {gpu.unavailable_reason}")

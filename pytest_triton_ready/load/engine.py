@@ -1,0 +1,260 @@
+"""LoadEngine: the load generator a check (or a fault experiment, or the soak) drives.
+
+    engine = LoadEngine.for_target(triton)            # or the `load` fixture
+    with engine.open_loop("scale", rate=300, poisson=True) as traffic:
+        ...                                           # do things meanwhile
+        traffic.event("reload")
+    traffic.result.stats.p99_ms, traffic.result.timeline.to_dict()
+
+    m = engine.measure("scale", concurrency=16)       # windowed, with stability and validity
+    m.stats.throughput_infer_s, m.stable, m.valid, m.server.models["scale"].average_batch_size
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .background import BackgroundTraffic
+from .requests import DEFAULT_POOL_SIZE, RequestPool, build_pool
+from .rules import MeasureRules, stability, validity
+from .senders import make_sender
+from .server_side import ModelWindow, ServerProbe, ServerWindow
+from .stats import Stats, merged
+from .timeline import Timeline
+from .workers import auto_workers, run_in_workers
+from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
+
+
+@dataclass
+class Measurement:
+    """One load point measured by windows: the stats of the last windows (merged), whether the
+    run was stable and valid (and why), and the server's view of the same windows."""
+
+    model: str
+    mode: str
+    concurrency: int | None
+    rate: float | None
+    stats: Stats
+    windows: list[Window]
+    stable: bool
+    stability_detail: str
+    valid: bool
+    validity_detail: str
+    rules: MeasureRules
+    server: ServerWindow | None = None
+    protocol: str = "grpc"
+    workers: int = 1
+    traffic: TrafficResult | None = field(default=None, repr=False)
+
+    @property
+    def trustworthy(self) -> bool:
+        """Stable and valid: the only kind of measurement a check may pass on."""
+        return self.stable and self.valid
+
+    @property
+    def server_model(self) -> ModelWindow | None:
+        return self.server.models.get(self.model) if self.server else None
+
+    def problem(self) -> str | None:
+        """Why this measurement cannot be trusted, or None."""
+        problems = []
+        if not self.stable:
+            problems.append(f"unstable ({self.stability_detail})")
+        if not self.valid:
+            problems.append(f"invalid ({self.validity_detail})")
+        return "; ".join(problems) or None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "mode": self.mode, "concurrency": self.concurrency, "rate": self.rate,
+                "protocol": self.protocol, "workers": self.workers, "stats": self.stats.to_dict(),
+                "stable": self.stable, "stability": self.stability_detail, "valid": self.valid,
+                "validity": self.validity_detail, "rules": self.rules.describe(),
+                "server": self.server.to_dict() if self.server else None,
+                "windows": [w.to_dict() for w in self.windows]}
+
+
+class LoadEngine:
+    """Builds request pools and runs closed- or open-loop traffic against one server."""
+
+    def __init__(self, client: Any, grpc_url: str, http_url: str, headers: Mapping[str, str] | None = None,
+                 timeout_s: float = 30.0, probe_factory: Callable[[list[str]], ServerProbe] | None = None,
+                 settings: Any = None) -> None:
+        self.client = client
+        self.grpc_url = grpc_url
+        self.http_url = http_url
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s
+        self.probe_factory = probe_factory
+        self.settings = settings
+        self._pools: dict[tuple[str, int], RequestPool] = {}
+
+    @classmethod
+    def for_target(cls, target: Any, gpu_reader: Any = None) -> LoadEngine:
+        settings = target.settings
+        return cls(target.client, target.endpoints.grpc_url, target.endpoints.http_url, settings.headers,
+                   max(30.0, settings.triton_request_timeout),
+                   lambda models: ServerProbe.for_target(target, models, gpu_reader), settings)
+
+    # -- requests ----------------------------------------------------------------------------
+    def pool(self, model: str, batch_size: int = 1, size: int = DEFAULT_POOL_SIZE) -> RequestPool:
+        """Prebuilt random requests for `model` (cached per model and batch size)."""
+        key = (model, batch_size)
+        if key not in self._pools:
+            self._pools[key] = build_pool(self.client, model, batch_size=batch_size, size=size)
+        return self._pools[key]
+
+    def forget_pools(self) -> None:
+        """Drop cached requests (after a model's inputs changed, e.g. a reload with a new config)."""
+        self._pools.clear()
+
+    # -- traffic in the background -----------------------------------------------------------
+    def open_loop(self, models: str | list[str] | Mapping[str, float], rate: float | None = None, *,
+                  poisson: bool = False, protocol: str = "grpc", batch_size: int = 1,
+                  duration_s: float | None = None, warmup_s: float = 0.0, bin_s: float | None = Timeline.DEFAULT_BIN_S,
+                  max_bins: int = Timeline.DEFAULT_MAX_BINS, window_s: float | None = None,
+                  on_window: Callable[[Window], Any] | None = None, server_stats: bool = False,
+                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, late_drop_s: float = DEFAULT_LATE_DROP_S,
+                  seed: int | None = None) -> BackgroundTraffic:
+        """Open-loop traffic (not yet started: use `with`, or `.start()` then `.stop()`).
+
+        `models` is one model, a list (each sent `rate` requests/s) or {model: rate}. Requests are
+        due at a fixed interval, or at Poisson arrivals with `poisson=True`. Latency counts from
+        the time a request was due; one that cannot be sent on time is dropped and counted.
+        `window_s` closes a measurement window every so many seconds (stats per window, server
+        deltas when `server_stats`), handed to `on_window` and to `.windows()`.
+        """
+        rates = _rates(models, rate)
+        plan = TrafficPlan({m: self.pool(m, batch_size) for m in rates}, "open", rates=rates, poisson=poisson,
+                           warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
+                           max_in_flight=max_in_flight, late_drop_s=late_drop_s, duration_s=duration_s, seed=seed)
+        return self._background(plan, protocol, server_stats, on_window)
+
+    def closed_loop(self, models: str | list[str] | Mapping[str, int], concurrency: int | None = None, *,
+                    protocol: str = "grpc", batch_size: int = 1, duration_s: float | None = None,
+                    warmup_s: float = 0.0, bin_s: float | None = Timeline.DEFAULT_BIN_S,
+                    max_bins: int = Timeline.DEFAULT_MAX_BINS, window_s: float | None = None,
+                    on_window: Callable[[Window], Any] | None = None, server_stats: bool = False) -> BackgroundTraffic:
+        """Closed-loop traffic: `concurrency` requests in flight per model (or {model: n})."""
+        counts = {m: int(n) for m, n in _rates(models, concurrency).items()}
+        plan = TrafficPlan({m: self.pool(m, batch_size) for m in counts}, "closed", concurrency=counts,
+                           warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
+                           duration_s=duration_s)
+        return self._background(plan, protocol, server_stats, on_window)
+
+    def run(self, traffic: BackgroundTraffic) -> TrafficResult:
+        """Start traffic that has a duration and wait for it to end."""
+        traffic.start()
+        traffic.wait()
+        return traffic.stop()
+
+    def _background(self, plan: TrafficPlan, protocol: str, server_stats: bool,
+                    on_window: Callable[[Window], Any] | None,
+                    stop_when: Callable[[list[Window]], bool] | None = None) -> BackgroundTraffic:
+        probe = self.probe_factory(list(plan.pools)) if server_stats and self.probe_factory else None
+        in_flight = sum(plan.concurrency.values()) or plan.max_in_flight
+
+        def make(window_callback: Callable[[Window], Any]) -> Traffic:
+            sender = make_sender(protocol, self.grpc_url, self.http_url, self.headers, self.timeout_s,
+                                 min(in_flight, 256))
+            return Traffic(plan, sender, probe, window_callback, stop_when)
+
+        return BackgroundTraffic(make, on_window)
+
+    # -- windowed measurements ---------------------------------------------------------------
+    def rules(self, **overrides: Any) -> MeasureRules:
+        """The measurement rules from the settings' thresholds (defaults without settings)."""
+        if self.settings is None:
+            return MeasureRules(**overrides)
+        return MeasureRules.from_settings(self.settings, **overrides)
+
+    def measure(self, model: str, *, concurrency: int | None = None, rate: float | None = None,
+                rules: MeasureRules | None = None, protocol: str = "grpc", batch_size: int = 1,
+                poisson: bool = False, server_stats: bool = True, workers: int | str = "auto") -> Measurement:
+        """Measure one load point (closed loop at `concurrency`, or open loop at `rate`): warm-up,
+        then windows until the last ones are stable and valid or `max_windows` is reached.
+        `workers`: processes sharing the load ("auto": from the cores and the load, see workers.py)."""
+        if (concurrency is None) == (rate is None):
+            raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
+        rules = rules or self.rules()
+        pool = self.pool(model, batch_size)
+
+        def done(windows: list[Window]) -> bool:
+            if len(windows) >= rules.max_windows:
+                return True
+            reported = windows[-rules.stability_windows:]
+            return (stability(windows, rules)[0]
+                    and validity(*_span(reported), rules)[0])
+
+        if concurrency is not None:
+            plan = TrafficPlan({model: pool}, "closed", concurrency={model: concurrency}, warmup_s=rules.warmup_s,
+                               window_s=rules.window_s, bin_s=None)
+        else:
+            plan = TrafficPlan({model: pool}, "open", rates={model: rate}, poisson=poisson, warmup_s=rules.warmup_s,
+                               window_s=rules.window_s, bin_s=None)
+        count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
+        if count > 1:
+            probe = self.probe_factory([model]) if server_stats and self.probe_factory else None
+            transport = {"protocol": protocol, "grpc_url": self.grpc_url, "http_url": self.http_url,
+                         "headers": self.headers, "timeout_s": self.timeout_s}
+            result = run_in_workers(plan, count, transport, probe, done)
+        else:
+            result = self.run(self._background(plan, protocol, server_stats, None, stop_when=done))
+        return measurement_from(model, result, rules, concurrency, rate, protocol, count)
+
+
+def measurement_from(model: str, result: TrafficResult, rules: MeasureRules, concurrency: int | None,
+                     rate: float | None, protocol: str, workers: int = 1) -> Measurement:
+    windows = result.windows
+    reported = windows[-rules.stability_windows:]
+    tallies = result.recent_tallies[-rules.stability_windows:]
+    duration, count = _span(reported)
+    if tallies:
+        stats = merged(t for by_model in tallies for t in by_model.values()).summary(duration)
+    else:
+        stats = result.stats
+    stable, stable_detail = stability(windows, rules)
+    valid, valid_detail = validity(duration, count, rules)
+    return Measurement(model, result.mode, concurrency, rate, stats, windows, stable, stable_detail, valid,
+                       valid_detail, rules, combine_server([w.server for w in reported if w.server]), protocol,
+                       workers, result)
+
+
+def _span(windows: list[Window]) -> tuple[float, int]:
+    return sum(w.end_s - w.start_s for w in windows), sum(w.stats.count_ok for w in windows)
+
+
+def combine_server(windows: list[ServerWindow]) -> ServerWindow | None:
+    """Several windows' server deltas as one: counts summed, per-request times weighted by count."""
+    if not windows:
+        return None
+    combined = ServerWindow(errors=sorted({e for w in windows for e in w.errors}))
+    for model in {m for w in windows for m in w.models}:
+        parts = [w.models[model] for w in windows if model in w.models]
+        success = sum(p.success for p in parts)
+        stage_us = {}
+        for stage in parts[0].stage_us:
+            weighted = [(p.stage_us[stage], p.success) for p in parts if p.stage_us.get(stage) is not None]
+            weight = sum(n for _, n in weighted)
+            stage_us[stage] = sum(v * n for v, n in weighted) / weight if weight else None
+        inferences = sum(p.inference_count for p in parts)
+        executions = sum(p.execution_count for p in parts)
+        pending = [p.pending_requests for p in parts if p.pending_requests is not None]
+        combined.models[model] = ModelWindow(model, success, sum(p.fail for p in parts), inferences, executions,
+                                             stage_us, inferences / executions if executions else None,
+                                             max(pending) if pending else None)
+    utilization = [w.gpu_utilization for w in windows if w.gpu_utilization is not None]
+    memory = [w.gpu_memory_used_fraction for w in windows if w.gpu_memory_used_fraction is not None]
+    combined.gpu_utilization = sum(utilization) / len(utilization) if utilization else None
+    combined.gpu_memory_used_fraction = max(memory) if memory else None
+    return combined
+
+
+def _rates(models: str | list[str] | Mapping[str, float], value: float | None) -> dict[str, float]:
+    if isinstance(models, Mapping):
+        return dict(models)
+    if value is None:
+        raise ValueError("give a rate/concurrency, or a {model: value} mapping")
+    names = [models] if isinstance(models, str) else list(models)
+    return {m: value for m in names}

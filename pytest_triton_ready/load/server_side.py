@@ -1,0 +1,153 @@
+"""The server's side of a measurement window: deltas of /v2/models/M/stats and of the Prometheus
+metrics between two snapshots, and the GPUs read at the window's end.
+
+Snapshots use plain HTTP (urllib) and the metrics scraper, both safe to call from the load
+engine's background thread. A snapshot that cannot be taken is kept as its error text, so a
+window without server data says why instead of showing zeros.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+@dataclass
+class ServerSnapshot:
+    at: float
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> one version's statistics
+    metrics: Any = None  # MetricsSnapshot
+    gpus: list = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelWindow:
+    """One model's server-side numbers over one window (times in microseconds per request)."""
+
+    model: str
+    success: int
+    fail: int
+    inference_count: int
+    execution_count: int
+    stage_us: dict[str, float | None]
+    average_batch_size: float | None
+    pending_requests: float | None
+
+    @property
+    def request_us(self) -> float | None:
+        parts = [v for v in self.stage_us.values() if v is not None]
+        return sum(parts) if parts else None
+
+    @property
+    def queue_share(self) -> float | None:
+        total = self.request_us
+        queue = self.stage_us.get("queue")
+        return queue / total if total and queue is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "success": self.success, "fail": self.fail,
+                "inference_count": self.inference_count, "execution_count": self.execution_count,
+                "stage_us": self.stage_us, "average_batch_size": self.average_batch_size,
+                "pending_requests": self.pending_requests, "queue_share": self.queue_share}
+
+
+@dataclass
+class ServerWindow:
+    models: dict[str, ModelWindow] = field(default_factory=dict)
+    gpu_utilization: float | None = None  # mean over GPUs, 0..1
+    gpu_memory_used_fraction: float | None = None  # highest over GPUs
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"models": {m: w.to_dict() for m, w in self.models.items()}, "gpu_utilization": self.gpu_utilization,
+                "gpu_memory_used_fraction": self.gpu_memory_used_fraction, "errors": self.errors}
+
+
+class ServerProbe:
+    """Takes snapshots of the server for a set of models."""
+
+    def __init__(self, raw_get: Callable[[str], tuple[int, bytes]], models: list[str],
+                 scrape: Callable[[], Any] | None = None, gpu_reader: Any = None) -> None:
+        self.raw_get = raw_get
+        self.models = list(models)
+        self.scrape = scrape
+        self.gpu_reader = gpu_reader
+
+    @classmethod
+    def for_target(cls, target: Any, models: list[str], gpu_reader: Any = None) -> ServerProbe:
+        return cls(lambda path: target.client.raw(path), models, target.scrape_metrics, gpu_reader)
+
+    def snapshot(self) -> ServerSnapshot:
+        snap = ServerSnapshot(time.monotonic())
+        for model in self.models:
+            try:
+                status, body = self.raw_get(f"/v2/models/{model}/stats")
+                if status != 200:
+                    snap.errors.append(f"{model}: /v2/models/{model}/stats answered {status}")
+                    continue
+                versions = json.loads(body).get("model_stats", [])
+                snap.stats[model] = _sum_versions(versions)
+            except Exception as exc:  # a failed probe must not stop the load
+                snap.errors.append(f"{model}: statistics unavailable: {exc}")
+        if self.scrape is not None:
+            try:
+                snap.metrics = self.scrape()
+            except Exception as exc:
+                snap.errors.append(f"metrics unavailable: {exc}")
+        if self.gpu_reader is not None:
+            try:
+                snap.gpus = self.gpu_reader.read()
+            except Exception as exc:
+                snap.errors.append(f"GPU readings unavailable: {exc}")
+        return snap
+
+
+def _sum_versions(versions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counters summed over the model's versions (a reload can add a version mid-run)."""
+    total = {"inference_count": 0, "execution_count": 0, "inference_stats": {}}
+    for version in versions:
+        total["inference_count"] += int(version.get("inference_count", 0))
+        total["execution_count"] += int(version.get("execution_count", 0))
+        for stage, value in version.get("inference_stats", {}).items():
+            slot = total["inference_stats"].setdefault(stage, {"count": 0, "ns": 0})
+            slot["count"] += int(value.get("count", 0))
+            slot["ns"] += int(value.get("ns", 0))
+    return total
+
+
+def window_delta(before: ServerSnapshot, after: ServerSnapshot) -> ServerWindow:
+    window = ServerWindow(errors=list(after.errors))
+    for model, now in after.stats.items():
+        then = before.stats.get(model)
+        if then is None:
+            continue
+        stats_now, stats_then = now["inference_stats"], then["inference_stats"]
+
+        def diff(stage: str, key: str) -> int:
+            return stats_now.get(stage, {}).get(key, 0) - stats_then.get(stage, {}).get(key, 0)
+
+        success = diff("success", "count")
+        stage_us = {}
+        for stage in STAGES:
+            count = diff(stage, "count")
+            stage_us[stage] = diff(stage, "ns") / count / 1000.0 if count > 0 else None
+        inferences = now["inference_count"] - then["inference_count"]
+        executions = now["execution_count"] - then["execution_count"]
+        pending = None
+        if after.metrics is not None:
+            samples = after.metrics.select("nv_inference_pending_request_count", model=model)
+            pending = sum(s.value for s in samples) if samples else None
+        window.models[model] = ModelWindow(
+            model, success, diff("fail", "count"), inferences, executions, stage_us,
+            inferences / executions if executions > 0 else None, pending,
+        )
+    utilizations = [g.utilization for g in after.gpus if g.utilization is not None]
+    memory = [g.memory_used_fraction for g in after.gpus if g.memory_used_fraction is not None]
+    window.gpu_utilization = sum(utilizations) / len(utilizations) if utilizations else None
+    window.gpu_memory_used_fraction = max(memory) if memory else None
+    return window

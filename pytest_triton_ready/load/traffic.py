@@ -1,0 +1,358 @@
+"""The asyncio core: closed-loop and open-loop traffic, recorded into overall stats, measurement
+windows and a timeline.
+
+Closed loop: N requests in flight per model; each one is sent again as soon as it answers, so the
+client slows down with the server (it self-throttles). Latency runs from the actual send.
+
+Open loop: requests are due at a fixed or Poisson rate whatever the response time. Latency runs
+from the time a request was *due*, so a client that falls behind cannot hide the server's delay
+(no coordinated omission). A request that cannot be sent on time is dropped and counted: when
+`max_in_flight` requests are already waiting, or when it is already `late_drop_s` overdue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .requests import RequestPool
+from .server_side import ServerProbe, ServerSnapshot, ServerWindow, window_delta
+from .stats import Stats, Tally, merged
+from .timeline import Timeline
+
+DEFAULT_MAX_IN_FLIGHT = 1024
+DEFAULT_LATE_DROP_S = 0.05
+
+
+@dataclass
+class Window:
+    """One measurement window: client stats (all models and each), server-side deltas."""
+
+    index: int
+    start_s: float  # seconds since the measurement started (after warm-up)
+    end_s: float
+    stats: Stats
+    by_model: dict[str, Stats]
+    server: ServerWindow | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "start_s": round(self.start_s, 3), "end_s": round(self.end_s, 3),
+                "stats": self.stats.to_dict(), "by_model": {m: s.to_dict() for m, s in self.by_model.items()},
+                "server": self.server.to_dict() if self.server else None}
+
+
+@dataclass
+class TrafficPlan:
+    """What to send. `concurrency` (closed loop) or `rates` (open loop), per model."""
+
+    pools: dict[str, RequestPool]
+    mode: str  # "closed" | "open"
+    concurrency: dict[str, int] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)
+    poisson: bool = False
+    warmup_s: float = 0.0
+    window_s: float | None = None
+    bin_s: float | None = Timeline.DEFAULT_BIN_S
+    max_bins: int = Timeline.DEFAULT_MAX_BINS
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    late_drop_s: float = DEFAULT_LATE_DROP_S
+    duration_s: float | None = None  # None: until stopped
+    keep_windows: int = 10_000
+    seed: int | None = None
+
+
+class Recorder:
+    """Receives every outcome (event-loop thread only) and files it into the overall tallies, the
+    open window and the timeline."""
+
+    def __init__(self, models: list[str], start: float, warmup_s: float, window_s: float | None,
+                 timeline: Timeline | None, keep_tallies: int = 3) -> None:
+        self.models = models
+        self.start = start
+        self.measure_from = start + warmup_s
+        self.window_s = window_s
+        self.timeline = timeline
+        self.overall = {m: Tally(started=self.measure_from) for m in models}
+        self.window_index = 0
+        self.window = self._new_window()
+        self.recent_tallies: deque[dict[str, Tally]] = deque(maxlen=keep_tallies)
+        self._cpu_mark = time.process_time()
+        self._overall_cpu_from = None
+
+    def _new_window(self) -> dict[str, Tally]:
+        begin = self.measure_from + self.window_index * (self.window_s or 0)
+        return {m: Tally(started=begin) for m in self.models}
+
+    def ok(self, model: str, now: float, latency_s: float) -> None:
+        if self.timeline is not None:
+            self.timeline.ok(now, latency_s)
+        if now >= self.measure_from:
+            self.overall[model].ok(latency_s)
+            self.window[model].ok(latency_s)
+
+    def error(self, model: str, now: float, reason: str) -> None:
+        if self.timeline is not None:
+            self.timeline.error(now)
+        if now >= self.measure_from:
+            self.overall[model].error(reason)
+            self.window[model].error(reason)
+
+    def drop(self, model: str, now: float) -> None:
+        if self.timeline is not None:
+            self.timeline.drop(now)
+        if now >= self.measure_from:
+            self.overall[model].drop()
+            self.window[model].drop()
+
+    def warmup_over(self, now: float) -> bool:
+        if now < self.measure_from:
+            return False
+        if self._overall_cpu_from is None:
+            self._overall_cpu_from = self._cpu_mark = time.process_time()
+        return True
+
+    def roll(self, now: float) -> list[tuple[int, float, float, dict[str, Tally]]]:
+        """Close every window that ended by `now`: [(index, start_s, end_s, tallies by model)]."""
+        closed = []
+        if not self.warmup_over(now) or self.window_s is None:
+            return closed
+        while now >= self.measure_from + (self.window_index + 1) * self.window_s:
+            begin = self.window_index * self.window_s
+            end = begin + self.window_s
+            cpu = time.process_time()
+            tallies = self.window
+            for tally in tallies.values():
+                tally.ended = self.measure_from + end
+            share = cpu - self._cpu_mark
+            self._cpu_mark = cpu
+            first = next(iter(tallies.values()))
+            first.client_cpu_s = share  # the process's CPU, booked once per window
+            self.recent_tallies.append(tallies)
+            closed.append((self.window_index, begin, end, tallies))
+            self.window_index += 1
+            self.window = self._new_window()
+        return closed
+
+    def finish(self, now: float) -> None:
+        self.warmup_over(now)
+        for tally in self.overall.values():
+            tally.ended = max(now, self.measure_from)
+        if self._overall_cpu_from is not None:
+            first = next(iter(self.overall.values()))
+            first.client_cpu_s = time.process_time() - self._overall_cpu_from
+        if self.timeline is not None:
+            self.timeline.finish(now)
+
+
+def summarize(tallies: Mapping[str, Tally], duration_s: float) -> tuple[Stats, dict[str, Stats]]:
+    by_model = {m: t.summary(duration_s) for m, t in tallies.items()}
+    return merged(tallies.values()).summary(duration_s), by_model
+
+
+@dataclass
+class TrafficResult:
+    """What a run of traffic produced: stats after warm-up (all models, and each), the windows,
+    the timeline, and the tallies of the last windows (for merging)."""
+
+    stats: Stats
+    by_model: dict[str, Stats]
+    windows: list[Window]
+    timeline: Timeline | None
+    recent_tallies: list[dict[str, Tally]]
+    mode: str
+    started_at: float
+    ended_at: float
+    in_flight_at_stop: int = 0  # sent but unanswered when the traffic stopped (cancelled, not counted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "stats": self.stats.to_dict(), "in_flight_at_stop": self.in_flight_at_stop,
+                "by_model": {m: s.to_dict() for m, s in self.by_model.items()},
+                "windows": [w.to_dict() for w in self.windows],
+                "timeline": self.timeline.to_dict() if self.timeline else None}
+
+
+class Traffic:
+    """Runs one TrafficPlan inside an event loop. `stop()` may be called from any thread."""
+
+    def __init__(self, plan: TrafficPlan, sender: Any, probe: ServerProbe | None = None,
+                 on_window: Callable[[Window], Any] | None = None,
+                 stop_when: Callable[[list[Window]], bool] | None = None) -> None:
+        self.plan = plan
+        self.sender = sender
+        self.probe = probe
+        self.on_window = on_window
+        self.on_tallies: Callable[[Window, dict[str, Tally]], Any] | None = None  # worker processes ship these
+        self.stop_when = stop_when
+        self.windows: deque[Window] = deque(maxlen=plan.keep_windows)
+        self.timeline: Timeline | None = None
+        self.recorder: Recorder | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task] = set()
+        self._last_snapshot: ServerSnapshot | None = None
+        self.started = 0.0
+        self._stop_requested = False
+        self._sent = 0
+        self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
+
+    # -- control -----------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop_requested = True
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:  # the loop closed meanwhile: the traffic has ended anyway
+                pass
+
+    def event(self, name: str) -> None:
+        if self.timeline is not None:
+            self.timeline.event(name, time.monotonic())
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    # -- running -----------------------------------------------------------------------------
+    async def run(self) -> TrafficResult:
+        plan = self.plan
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        if self._stop_requested:
+            self._stop.set()
+        if self.probe is not None:
+            self._last_snapshot = await asyncio.to_thread(self.probe.snapshot)
+        self.started = time.monotonic()
+        models = list(plan.pools)
+        self.timeline = Timeline(self.started, plan.bin_s, plan.max_bins) if plan.bin_s else None
+        self.recorder = Recorder(models, self.started, plan.warmup_s, plan.window_s, self.timeline)
+        if plan.warmup_s and self.probe is not None:
+            self._loop.call_later(plan.warmup_s, self._snapshot_at_warmup_end)
+        if plan.mode == "closed":
+            senders = [self._closed_worker(plan.pools[m]) for m in models for _ in range(plan.concurrency.get(m, 1))]
+        elif plan.mode == "open":
+            rng = random.Random(plan.seed)
+            senders = [self._open_scheduler(plan.pools[m], plan.rates[m], rng) for m in models]
+        else:
+            raise ValueError(f"mode must be closed or open, got {plan.mode!r}")
+        workers = [asyncio.create_task(s) for s in senders]
+        ticker = asyncio.create_task(self._ticker())
+        try:
+            if plan.duration_s is not None:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), plan.warmup_s + plan.duration_s)
+                except asyncio.TimeoutError:
+                    pass
+            else:
+                await self._stop.wait()
+        finally:
+            self._stop.set()
+            ended = time.monotonic()
+            in_flight_at_stop = self._in_flight
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, ticker, return_exceptions=True)  # the ticker ends by itself
+            for index, begin, end, tallies in self.recorder.roll(ended):  # windows that ended meanwhile
+                await self._close_window(index, begin, end, tallies)
+            pending = list(self._tasks)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            await self.sender.close()
+        self.recorder.finish(ended)
+        duration = max(0.0, ended - self.recorder.measure_from)
+        stats, by_model = summarize(self.recorder.overall, duration)
+        return TrafficResult(stats, by_model, list(self.windows), self.timeline,
+                             list(self.recorder.recent_tallies), plan.mode, self.started, ended, in_flight_at_stop)
+
+    def _snapshot_at_warmup_end(self) -> None:
+        async def take() -> None:
+            self._last_snapshot = await asyncio.to_thread(self.probe.snapshot)
+        self._spawn(take())
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _ticker(self) -> None:
+        """Closes timeline bins and windows even when no response arrives."""
+        step = min(x for x in (self.plan.bin_s, self.plan.window_s, 0.1) if x)
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), step / 2)
+                return
+            except asyncio.TimeoutError:
+                pass
+            now = time.monotonic()
+            if self.timeline is not None:
+                self.timeline.tick(now)
+            for index, begin, end, tallies in self.recorder.roll(now):
+                await self._close_window(index, begin, end, tallies)
+
+    async def _close_window(self, index: int, begin: float, end: float, tallies: dict[str, Tally]) -> None:
+        stats, by_model = summarize(tallies, end - begin)
+        window = Window(index, begin, end, stats, by_model)
+        if self.on_tallies is not None:
+            self.on_tallies(window, tallies)
+        if self.probe is not None:
+            snapshot = await asyncio.to_thread(self.probe.snapshot)
+            if self._last_snapshot is not None:
+                window.server = window_delta(self._last_snapshot, snapshot)
+            self._last_snapshot = snapshot
+        self.windows.append(window)
+        if self.on_window is not None:
+            try:
+                self.on_window(window)
+            except Exception as exc:  # the caller's callback must not kill the traffic
+                window.stats.errors.setdefault(f"on_window callback raised {type(exc).__name__}", 0)
+        if self.stop_when is not None and self.stop_when(list(self.windows)):
+            self._stop.set()
+
+    async def _one(self, pool: RequestPool, i: int, since: float) -> None:
+        self._in_flight += 1
+        self._sent += 1
+        try:
+            error = await self.sender.send(pool, pool.take(i), self.counter_base + self._sent)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a transport bug is an error of this request, not of the run
+            error = f"client error: {type(exc).__name__}: {exc}"[:160]
+        finally:
+            self._in_flight -= 1
+        now = time.monotonic()
+        if error is None:
+            self.recorder.ok(pool.model, now, now - since)
+        else:
+            self.recorder.error(pool.model, now, error)
+
+    async def _closed_worker(self, pool: RequestPool) -> None:
+        i = random.randrange(len(pool.requests))
+        while not self._stop.is_set():
+            await self._one(pool, i, time.monotonic())
+            i += 1
+
+    async def _open_scheduler(self, pool: RequestPool, rate: float, rng: random.Random) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be positive, got {rate}")
+        interval = 1.0 / rate
+        due = time.monotonic()
+        i = 0
+        plan = self.plan
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if due > now:
+                await asyncio.sleep(due - now)
+                now = time.monotonic()
+            while due <= now:
+                if self._in_flight >= plan.max_in_flight or now - due > plan.late_drop_s:
+                    self.recorder.drop(pool.model, now)
+                else:
+                    self._spawn(self._one(pool, i, due))
+                    i += 1
+                due += rng.expovariate(rate) if plan.poisson else interval

@@ -1,0 +1,242 @@
+"""Turning soak windows into a check's record (measurements, findings, charts, evidence), and a
+journal into a Run the report writers can render.
+
+`record_soak` serves both the live check and `journal_to_run`, so a journal rebuilt after a crash
+is judged by the same rules, with the same words, as the run that wrote it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..recorder import CheckRecorder
+from ..report.model import Evidence, Result, Verdict
+from ..run import Run
+from ..settings import Settings
+from .duration import format_duration
+from .journal import Journal, read_journal
+from .plan import SoakPlan
+from .rules import MB, Evaluation, evaluate
+from .windows import Window
+
+CHECK_ID = "PERF-3"
+PHASE = "performance"
+MAX_MARKED_SPANS = 20
+DEFAULT_TITLE = "The server stays stable under steady load for the soak duration"
+
+
+def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window], ran_s: float) -> Evaluation:
+    """Record the soak on `check`: the plan, every rule outcome, the charts and the window table."""
+    check.measure("soak duration planned", round(plan.duration_s, 1), "s")
+    check.measure("soak duration run", round(ran_s, 1), "s")
+    check.measure("window length", round(plan.window_s, 2), "s")
+    check.measure("warm-up (left out of drift and leak trends)", round(plan.warmup_s, 2), "s")
+    check.measure("windows", len(windows), "windows")
+    for model in plan.models:
+        check.measure("target rate", round(plan.rates[model], 2), "infer/s", model=model)
+        check.finding(f"{model}: soak rate {plan.rates[model]:.1f} infer/s from {plan.rate_sources[model]}",
+                      severity="info", rule="soak-rate", model=model)
+    sent = sum(w.sent for w in windows)
+    ok = sum(w.ok for w in windows)
+    check.measure("requests completed", sent, "requests")
+    check.measure("requests succeeded", ok, "requests")
+    if ran_s > 0:
+        check.measure("mean throughput", round(ok / ran_s, 2), "infer/s")
+    p99s = [w.p99_ms for w in windows if w.p99_ms is not None]
+    if p99s:
+        check.measure("window p99 lowest", round(min(p99s), 3), "ms")
+        check.measure("window p99 highest", round(max(p99s), 3), "ms")
+    evaluation = evaluate(windows, plan.limits, plan.warmup_s)
+    for outcome in evaluation.outcomes:
+        if outcome.severity == "error":
+            check.measure(outcome.name, outcome.value, outcome.unit, threshold=outcome.threshold,
+                          comparison=outcome.comparison, rule=outcome.rule,
+                          finding=outcome.finding if outcome.passed is False else None)
+            if outcome.passed is False and outcome.threshold is None:
+                check.finding(outcome.finding or outcome.name, rule=outcome.rule)
+        else:
+            check.measure(outcome.name, outcome.value, outcome.unit, rule=outcome.rule)
+            if outcome.passed is False:
+                check.finding(outcome.finding or outcome.name, severity=outcome.severity, rule=outcome.rule)
+    for note in evaluation.notes:
+        check.finding(note, severity="info", rule="soak-trend")
+    runner = [w.runner_rss_bytes for w in windows if w.runner_rss_bytes is not None]
+    if runner:
+        check.measure("runner RSS in the first window", round(runner[0] / MB, 1), "MB")
+    _recommend(check, evaluation)
+    _charts(check, windows, plan)
+    check.evidence("soak windows", window_table(windows))
+    check.evidence("soak journal", str(plan.journal_path))
+    return evaluation
+
+
+def _recommend(check: CheckRecorder, evaluation: Evaluation) -> None:
+    rules = {o.rule for o in evaluation.failed}
+    if rules & {"success-overall", "success-window"}:
+        check.recommend("Read the failing windows' errors and the server log around their times: a model that "
+                        "starts failing mid-run points at exhausted resources or a dependency, not at its config.")
+    if rules & {"server-memory-leak", "host-memory-leak", "gpu-memory-leak"}:
+        check.recommend("Memory grows with traffic: profile the model (python backend stubs keep Python objects "
+                        "alive between requests) and rerun the soak longer to confirm the slope.")
+    if "p99-drift" in rules:
+        check.recommend("p99 rose over the soak: look for growing queues (pending requests), memory pressure or "
+                        "thermal/power throttling on the GPU; rerun at a lower rate to tell load from decay.")
+    if "pending-growth" in rules:
+        check.recommend("Pending requests grow: the offered rate is above capacity. Lower soak.rate or add "
+                        "instances (instance_group count) until the queue stays flat.")
+
+
+def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> None:
+    """Timelines of every window (x: seconds since the soak started, at each window's end)."""
+    if not windows:
+        return
+    x_label = "time since start"
+
+    def series(read) -> list[tuple[float, float]]:
+        return [(w.end_s, read(w)) for w in windows if read(w) is not None]
+
+    def chart(title: str, y_label: str, data: dict[str, list[tuple[float, float]]]) -> None:
+        check.chart(title, x_label, y_label, data, kind="timeline", markers=markers)
+
+    minimum = plan.limits["success_rate_min"].value
+    failing = [w for w in windows if w.success_rate is not None and w.success_rate < minimum]
+    markers: list[dict[str, Any]] = [{"x": plan.warmup_s, "label": "warm-up ends"}]
+    for first, last in _runs(failing)[:MAX_MARKED_SPANS]:
+        which = f"window {first.index}" if first is last else f"windows {first.index}-{last.index}"
+        markers.append({"x": first.start_s, "until": last.end_s, "label": f"{which} below {minimum:.1%} success"})
+    chart("Soak: latency per window", "latency (ms)",
+          {"p50": series(lambda w: w.p50_ms), "p99": series(lambda w: w.p99_ms)})
+    chart("Soak: throughput and failures per window", "requests per second",
+          {"succeeded": series(lambda w: round(w.throughput, 3)),
+           "failed": series(lambda w: round(w.failed / w.duration_s, 3) if w.duration_s else None)})
+    memory = {
+        "server process tree RSS": series(lambda w: _mb(w.server_rss_bytes)),
+        "GPU memory used": series(lambda w: _mb(w.gpu_memory_used_bytes)),
+        "runner RSS": series(lambda w: _mb(w.runner_rss_bytes)),
+    }
+    chart("Soak: memory per window", "MB", {k: v for k, v in memory.items() if v})
+    host = series(lambda w: _mb(w.host_memory_used_bytes))
+    if host:  # on its own axis: the whole host's memory would flatten the server's line
+        chart("Soak: server host used memory per window", "MB", {"nv_cpu_memory_used_bytes": host})
+    busy = series(lambda w: None if w.gpu_utilization is None else round(100 * w.gpu_utilization, 1))
+    if busy:
+        chart("Soak: GPU utilization per window", "%", {"GPU utilization (mean over GPUs)": busy})
+    pending = series(lambda w: w.pending_requests)
+    if pending:
+        chart("Soak: pending requests at each window's end", "requests", {"pending": pending})
+
+
+def _runs(windows: Sequence[Window]) -> list[tuple[Window, Window]]:
+    """Consecutive windows grouped: [(first, last), ...]."""
+    runs: list[tuple[Window, Window]] = []
+    for window in windows:
+        if runs and window.index == runs[-1][1].index + 1:
+            runs[-1] = (runs[-1][0], window)
+        else:
+            runs.append((window, window))
+    return runs
+
+
+def _mb(value: float | None) -> float | None:
+    return None if value is None else round(value / MB, 2)
+
+
+def window_table(windows: Sequence[Window]) -> str:
+    """Every window, one line each: what the journal holds, readable."""
+    lines = ["window  end      sent     ok  failed  dropped  p50_ms   p99_ms  pending  server_MB  host_MB  gpu_MB  runner_MB"]
+    for w in windows:
+        lines.append(
+            f"{w.index:>6}  {format_duration(w.end_s):>7}  {w.sent:>5}  {w.ok:>5}  {w.failed:>6}  {w.dropped:>7}  "
+            f"{_f(w.p50_ms):>6}  {_f(w.p99_ms):>7}  {_f(w.pending_requests, 0):>7}  {_f(_mb(w.server_rss_bytes), 0):>9}  "
+            f"{_f(_mb(w.host_memory_used_bytes), 0):>7}  {_f(_mb(w.gpu_memory_used_bytes), 0):>6}  "
+            f"{_f(_mb(w.runner_rss_bytes), 0):>9}"
+        )
+    return "\n".join(lines)
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+# -- a journal rendered as a report ------------------------------------------------------------------
+class RecordedSettings(Settings):
+    """The settings a journaled run used, as its header recorded them (secrets already redacted)."""
+
+    def __init__(self, recorded: dict[str, Any]) -> None:
+        super().__init__()
+        self._recorded = dict(recorded)
+
+    def redacted(self) -> dict[str, Any]:
+        return dict(self._recorded)
+
+
+def result_from_journal(journal: Journal) -> Result:
+    """PERF-3's Result rebuilt from a journal; INCOMPLETE unless the journal records a completed soak."""
+    header = journal.header
+    identity = header.get("check") or {}
+    result = Result(identity.get("check_id", CHECK_ID), identity.get("phase", PHASE),
+                    identity.get("title", DEFAULT_TITLE), identity.get("nodeid", "checks/test_soak.py"))
+    plan = SoakPlan.from_dict(header["plan"])
+    windows = journal.windows
+    ran_s = windows[-1].end_s if windows else 0.0
+    check = CheckRecorder(result)
+    record_soak(check, plan, windows, ran_s)
+    if journal.damaged_lines:
+        check.evidence("journal lines that did not parse", ", ".join(map(str, journal.damaged_lines)))
+    end = journal.end or {}
+    reason = end.get("reason")
+    if reason == "completed":
+        result.verdict = Verdict.FAIL if check.failed else Verdict.PASS
+    else:
+        result.verdict = Verdict.INCOMPLETE
+        how = {"interrupted": "was interrupted", None: "stopped without closing its journal (the runner was killed "
+               "or the host went down)"}.get(reason, f"ended with an error: {end.get('error', reason)}")
+        failing = sorted({f.rule for f in check.errors if f.rule})
+        result.reason = (f"the soak {how} after {format_duration(ran_s)} of {format_duration(plan.duration_s)}; "
+                         f"{len(windows)} windows kept" + (f"; already failing: {', '.join(failing)}" if failing else ""))
+    result.duration_s = ran_s
+    result.evidence.insert(0, Evidence("rendered from soak journal", str(journal.path)))
+    return result
+
+
+def journal_to_run(path: str | Path) -> Run:
+    """A Run (settings, one PERF-3 Result, context) from a soak journal, for the report writers.
+
+    `write_reports(journal_to_run(path), directory)` renders a partial report (verdict INCOMPLETE,
+    every window kept) from the journal of a runner that died. Raises JournalError when `path` is
+    not a soak journal.
+    """
+    journal = read_journal(Path(path))
+    header = journal.header
+    result = result_from_journal(journal)
+    finished = (journal.end or {}).get("finished_at")
+    if finished is None and journal.windows:
+        finished = dt.datetime.fromtimestamp(journal.windows[-1].wall_time, dt.timezone.utc).isoformat(timespec="seconds")
+    context = dict(header.get("context") or {})
+    context.setdefault("runner", {"pytest_triton_ready": "not recorded in the soak journal",
+                                  "python": "not recorded in the soak journal"})
+    context.setdefault("gpus", {"source": None, "gpus": [],
+                                "unavailable_reason": "the soak journal did not record the GPU inventory"})
+    context["soak_journal"] = {"path": str(journal.path), "windows": len(journal.windows),
+                               "closed": journal.finished, "end": (journal.end or {}).get("reason")}
+    run = Run(RecordedSettings(header.get("settings") or {}), [result], context=context,
+              started_at=header.get("started_at") or "", finished_at=finished)
+    return run
+
+
+def journal_header(check_result: Result, plan: SoakPlan, context: dict[str, Any], settings: Settings,
+                   started_at: str) -> dict[str, Any]:
+    """What a journal's first line holds: enough to render a report with no other file."""
+    return {
+        "started_at": started_at,
+        "check": {k: getattr(check_result, k) for k in ("check_id", "phase", "title", "nodeid")},
+        "plan": plan.to_dict(),
+        "context": context,
+        "settings": settings.redacted(),
+    }
+
+
+__all__ = ["journal_to_run", "record_soak", "result_from_journal", "journal_header", "window_table",
+           "RecordedSettings"]

@@ -1,0 +1,208 @@
+"""The soak's verdict rules, applied to the journaled windows alone.
+
+The check and the journal renderer both call `evaluate`, so a report rebuilt from a journal judges
+exactly as the run did. Rules:
+
+- success: at least `success_rate_min` of requests succeed overall and in every window;
+- p99 drift: the median window p99 of the last quarter against the first quarter (after warm-up);
+- leaks: the least-squares slope (MB/hour) of server memory and of GPU memory after warm-up;
+- pending requests: the fitted growth of Triton's pending-request gauge over the soak;
+- the runner's own memory and the share of requests it could not send on time (warnings: they
+  question the measurement, not the server).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..thresholds import ThresholdValue
+from .duration import format_duration
+from .trend import Trend, fit
+from .windows import Window
+
+MB = 1024 * 1024
+MAX_WINDOW_FINDINGS = 5
+MIN_DRIFT_WINDOWS = 8  # two per quarter: one window's p99 alone is mostly its slowest request
+
+
+@dataclass
+class Outcome:
+    """One measured rule outcome, ready to be recorded on a check."""
+
+    rule: str
+    name: str
+    value: float | int | None
+    unit: str
+    threshold: ThresholdValue | None = None
+    comparison: str = "<="
+    passed: bool | None = None  # None: recorded for information, nothing compared
+    finding: str | None = None  # the sentence shown when it misses
+    severity: str = "error"  # error fails the soak; warning and info only inform
+    window: int | None = None
+
+
+@dataclass
+class Evaluation:
+    """Every outcome, plus the fitted trends the report draws."""
+
+    outcomes: list[Outcome]
+    trends: dict[str, Trend | None]
+    notes: list[str]
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.passed is False and o.severity == "error"]
+
+
+def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmup_s: float) -> Evaluation:
+    """Judge the windows with the limits (named thresholds) after `warmup_s` of warm-up."""
+    outcomes: list[Outcome] = []
+    notes: list[str] = []
+    trends: dict[str, Trend | None] = {}
+    settled = [w for w in windows if w.start_s >= warmup_s - 1e-9] or list(windows[1:])
+    outcomes += _success(windows, limits["success_rate_min"])
+    outcomes += _drift(settled, limits["soak_p99_drift_ratio_max"], limits["soak_p99_drift_min_ms"], notes)
+    owns_rss = any(w.server_rss_bytes is not None for w in windows)
+    memory = (
+        ("server-memory-leak", "server process tree RSS", lambda w: w.server_rss_bytes,
+         limits["soak_server_memory_slope_max_mb_h"], "error", "server RSS:"),
+        ("host-memory-leak", "server host used memory (nv_cpu_memory_used_bytes)",
+         lambda w: w.host_memory_used_bytes, limits["soak_server_memory_slope_max_mb_h"],
+         "info" if owns_rss else "error", "metrics:"),
+        ("gpu-memory-leak", "GPU memory used", lambda w: w.gpu_memory_used_bytes,
+         limits["soak_gpu_memory_slope_max_mb_h"], "error", "GPU:"),
+        ("runner-memory", "runner RSS", lambda w: w.runner_rss_bytes,
+         limits["soak_runner_memory_slope_max_mb_h"], "warning", None),
+    )
+    for rule, label, read, limit, severity, note_prefix in memory:
+        trend = fit([(w.end_s, read(w)) for w in settled], scale=1 / MB)
+        trends[rule] = trend
+        if trend is None:
+            notes.append(_unread(label, settled, read, windows, note_prefix))
+            continue
+        outcomes += _leak(rule, label, trend, limit, limits["soak_leak_min_growth_mb"], severity, settled, read)
+    pending = fit([(w.end_s, w.pending_requests) for w in settled])
+    trends["pending-growth"] = pending
+    if pending is not None:
+        outcomes.append(Outcome("pending-growth", "pending requests growth over the soak (fitted)",
+                                round(pending.growth, 2), "requests", limits["soak_pending_growth_max"],
+                                passed=pending.growth <= limits["soak_pending_growth_max"].value,
+                                finding=f"the server's pending requests grew by {pending.growth:.1f} over the soak "
+                                        f"(fitted): requests arrive faster than they are served"))
+    else:
+        notes.append("pending requests: too few windows with nv_inference_pending_request_count to fit a trend")
+    outcomes += _dropped(windows, limits["soak_dropped_max"])
+    return Evaluation(outcomes, trends, notes)
+
+
+def _success(windows: Sequence[Window], minimum: ThresholdValue) -> list[Outcome]:
+    ok = sum(w.ok for w in windows)
+    completed = sum(w.completed for w in windows)
+    outcomes = []
+    if completed:
+        rate = ok / completed
+        outcomes.append(Outcome("success-overall", "success rate over the soak", round(rate, 6), "ratio", minimum,
+                                ">=", rate >= minimum.value,
+                                f"{completed - ok} of {completed} requests failed over the soak "
+                                f"({rate:.3%} succeeded, the rule is >= {minimum.value:.3%})"))
+    else:
+        outcomes.append(Outcome("success-overall", "requests completed", 0, "requests", None, passed=False,
+                                finding="no request completed during the soak"))
+    judged = [w for w in windows if w.completed]
+    failing = [w for w in judged if w.success_rate < minimum.value]
+    outcomes.append(Outcome("success-window", "windows below the success minimum", len(failing), "windows", None,
+                            passed=not failing, finding=None if not failing else
+                            f"{len(failing)} of {len(judged)} windows fell below {minimum.value:.3%} success"))
+    if judged:
+        worst = min(judged, key=lambda w: (w.success_rate, w.index))
+        outcomes.append(Outcome("success-window", "lowest window success rate", round(worst.success_rate, 6),
+                                "ratio", minimum, ">=", worst.success_rate >= minimum.value,
+                                _window_sentence(worst), window=worst.index))
+    for window in failing[:MAX_WINDOW_FINDINGS]:
+        if judged and window is worst:
+            continue
+        outcomes.append(Outcome("success-window", f"window {window.index} success rate", round(window.success_rate, 6),
+                                "ratio", minimum, ">=", False, _window_sentence(window), window=window.index))
+    return outcomes
+
+
+def _window_sentence(window: Window) -> str:
+    reason = next(iter(window.errors), None)
+    where = f"window {window.index} ({format_duration(window.start_s)}-{format_duration(window.end_s)})"
+    text = f"{where}: {window.failed} of {window.completed} requests failed ({window.success_rate:.2%} succeeded)"
+    return text + (f"; most frequent error: {reason}" if reason else "")
+
+
+def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: ThresholdValue, notes: list[str]) -> list[Outcome]:
+    p99s = [(w.index, w.p99_ms) for w in settled if w.p99_ms is not None]
+    if len(p99s) < MIN_DRIFT_WINDOWS:
+        notes.append(f"p99 drift: {len(p99s)} windows after warm-up, at least {MIN_DRIFT_WINDOWS} are needed "
+                     "to compare the median p99 of the first and last quarters")
+        return []
+    quarter = max(1, len(p99s) // 4)
+    first = statistics.median(p for _, p in p99s[:quarter])
+    last = statistics.median(p for _, p in p99s[-quarter:])
+    ratio = last / first if first > 0 else float("inf")
+    sentence = (f"p99 drifted from {first:.2f} ms (median of the first {quarter} windows after warm-up) to "
+                f"{last:.2f} ms (the last {quarter})")
+    name = "p99 drift (last quarter / first quarter)"
+    outcomes = [Outcome("p99-drift", "p99 first quarter (median of windows)", round(first, 3), "ms"),
+                Outcome("p99-drift", "p99 last quarter (median of windows)", round(last, 3), "ms")]
+    if last - first <= floor.value:
+        outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio"))
+        outcomes.append(Outcome("p99-drift", "p99 rise (last quarter - first quarter)", round(last - first, 3), "ms",
+                                floor, "<=", True, sentence))
+    else:
+        outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio", ratio_max, "<=",
+                                ratio <= ratio_max.value, sentence))
+    return outcomes
+
+
+def _unread(label: str, settled: Sequence[Window], read: Callable[[Window], float | None],
+            windows: Sequence[Window], note_prefix: str | None) -> str:
+    readable = sum(1 for w in settled if read(w) is not None)
+    if readable:
+        return f"{label}: {readable} readings after warm-up, too few for a trend"
+    why = next((n for w in windows for n in w.notes if note_prefix and n.startswith(note_prefix)), None)
+    if why is None and label.startswith("server process tree"):
+        why = "the runner does not own the server process (attached), so only the host's memory gauge is read"
+    return f"{label}: not read" + (f" ({why})" if why else "")
+
+
+def _leak(rule: str, label: str, trend: Trend, limit: ThresholdValue, min_growth: ThresholdValue,
+          severity: str, settled: Sequence[Window], read: Callable[[Window], float | None]) -> list[Outcome]:
+    first, last = _first_last(settled, read)
+    slope_name = f"{label} slope"
+    sentence = (f"{label} grew {trend.slope_per_hour:.1f} MB/hour over {trend.points} windows "
+                f"({first / MB:.0f} MB -> {last / MB:.0f} MB, fitted growth {trend.growth:.1f} MB)")
+    outcomes = [Outcome(rule, f"{label} at the start (after warm-up)", round(first / MB, 1), "MB"),
+                Outcome(rule, f"{label} at the end", round(last / MB, 1), "MB")]
+    if severity == "info":
+        outcomes.append(Outcome(rule, slope_name, round(trend.slope_per_hour, 2), "MB/h"))
+        return outcomes
+    if trend.growth <= min_growth.value:
+        outcomes.append(Outcome(rule, slope_name, round(trend.slope_per_hour, 2), "MB/h"))
+        outcomes.append(Outcome(rule, f"{label} fitted growth", round(trend.growth, 2), "MB", min_growth, "<=",
+                                True, sentence, severity))
+    else:
+        outcomes.append(Outcome(rule, slope_name, round(trend.slope_per_hour, 2), "MB/h", limit, "<=",
+                                trend.slope_per_hour <= limit.value, sentence, severity))
+    return outcomes
+
+
+def _first_last(windows: Sequence[Window], read: Callable[[Window], float | None]) -> tuple[float, float]:
+    values = [read(w) for w in windows if read(w) is not None]
+    return values[0], values[-1]
+
+
+def _dropped(windows: Sequence[Window], maximum: ThresholdValue) -> list[Outcome]:
+    scheduled = sum(w.sent + w.dropped for w in windows)
+    if not scheduled:
+        return []
+    share = sum(w.dropped for w in windows) / scheduled
+    return [Outcome("offered-load", "requests the runner could not send on time", round(share, 6), "ratio", maximum,
+                    "<=", share <= maximum.value,
+                    f"the runner could not send {share:.2%} of the scheduled requests on time: the soak applied "
+                    f"less than its target rate (a busy runner host, or a rate beyond one client)", "warning")]
