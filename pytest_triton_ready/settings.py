@@ -109,6 +109,8 @@ YAML_SCHEMA: dict[str, Any] = {
     "slo": MapOf(SLO_SCHEMA),
     "thresholds": MapOf(float),
     "report": {"dir": str},
+    "faults": {"model": str, "rate_per_s": float, "steady_s": float, "observe_s": float, "settle_s": float,
+               "recovery_timeout_s": float, "protocol": str},
 }
 
 
