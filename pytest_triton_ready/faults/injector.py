@@ -263,8 +263,14 @@ class FaultInjector:
             override = copy.deepcopy(config)
             override["version_policy"] = {"specific": {"versions": [new]}}
             outcome.notes.append(f"the version policy is `specific`: version {new} was named in a config override")
-        watcher = Watcher({"new version serves": lambda: client.model_ready(model, str(new))
-                           and client.infer(model, version=str(new)).ok}, interval_s=0.05)
+        own: dict[str, Any] = {}  # the watcher's thread gets its own client: one HTTP client per thread
+
+        def new_version_serves() -> bool:
+            if "client" not in own:
+                own["client"] = self.new_client(endpoints.http_url, endpoints.grpc_url)
+            return own["client"].model_ready(model, str(new)) and own["client"].infer(model, version=str(new)).ok
+
+        watcher = Watcher({"new version serves": new_version_serves}, interval_s=0.05)
         traffic = self._traffic(model, engine)
         with traffic:
             time.sleep(plan.steady_s)
@@ -283,6 +289,8 @@ class FaultInjector:
                 if watcher.wait(plan.recovery_timeout_s):
                     outcome.serve_s = watcher.first["new version serves"] + (watcher.started - started)
             watcher.stop()
+            if "client" in own:
+                own["client"].close()
             time.sleep(plan.settle_s)
         outcome.traffic = traffic.result
         states = {e.get("version"): e.get("state") for e in client.repository_index() if e.get("name") == model}
@@ -351,6 +359,8 @@ class FaultInjector:
         if killed_at is not None:
             bins = outcome.bins
             outcome.failed_requests = failed_between(bins, killed_at)
+            outcome.failed_while_dead = failed_between(bins, killed_at, recovery_at)
+            outcome.failed_during_recovery = failed_between(bins, recovery_at) if recovery_at is not None else 0
             dead = [b for b in bins if killed_at <= b.t_s < (recovery_at or killed_at)]
             answered = sum(b.ok + b.errors for b in dead)
             outcome.failure_share = sum(b.errors for b in dead) / answered if answered else None
@@ -405,6 +415,10 @@ class FaultInjector:
                 outcome.live_s, outcome.ready_s, outcome.first_inference_s = (
                     watcher.first[name] + offset if name in watcher.first else None
                     for name in ("live", "ready", "first correct inference"))
+                # The traffic's own channel may come back later than the server (reconnect backoff).
+                since = traffic.elapsed_s()
+                wait_until(lambda: any(b.ok for b in traffic.timeline_so_far()[0] if b.t_s >= since),
+                           plan.recovery_timeout_s, 0.1)
                 time.sleep(plan.settle_s)
         finally:
             prober.close()

@@ -74,7 +74,9 @@ class InstanceRestartOutcome(Outcome):
 
     instance: str | None = None
     instances: int = 0
-    failed_requests: int = 0
+    failed_requests: int = 0  # from the kill to the end
+    failed_while_dead: int = 0  # from the kill to the recovery action
+    failed_during_recovery: int = 0  # from the recovery action (unload + load) to the end
     failure_share: float | None = None  # errors / answered while the instance was dead
     server_ready_while_dead: list[int] = field(default_factory=list)  # HTTP statuses seen
     model_ready_while_dead: list[int] = field(default_factory=list)

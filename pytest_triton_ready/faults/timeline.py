@@ -14,7 +14,8 @@ from typing import Any, Iterable, Sequence
 
 # What a client may safely retry elsewhere: the server never took the request.
 _REFUSED = ("connection refused", "failed to connect", "connect failed", "no available versions",
-            "not ready", "clientconnectorerror", "cannot connect to host")
+            "not ready", "clientconnectorerror", "cannot connect to host", "server is stopping",
+            "stopped accepting new inference requests")
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,16 @@ class SteadyState:
 
 
 def _in(bins: Iterable[Any], start_s: float, end_s: float | None = None) -> list[Any]:
+    """The bins that start in [start_s, end_s)."""
     return [b for b in bins if b.t_s >= start_s - 1e-9 and (end_s is None or b.t_s < end_s - 1e-9)]
 
 
-def steady_state(bins: Sequence[Any], start_s: float, end_s: float, success_rate_min: float,
+def steady_state(bins: Sequence[Any], start_s: float, fault_s: float, success_rate_min: float,
                  min_requests: int = 10) -> SteadyState:
-    """The bins in [start_s, end_s): the hypothesis holds when enough requests answered, the
-    success rate meets `success_rate_min` and the client kept its rate (no drops)."""
+    """The bins from `start_s` up to the one the fault happened in (excluded): the hypothesis holds
+    when enough requests answered, the success rate meets `success_rate_min` and the client kept
+    its rate (no drops)."""
+    end_s = bin_start(bins, fault_s)
     window = _in(bins, start_s, end_s)
     ok = sum(b.ok for b in window)
     errors = sum(b.errors for b in window)
@@ -60,30 +64,36 @@ def steady_state(bins: Sequence[Any], start_s: float, end_s: float, success_rate
     return SteadyState(ok, errors, dropped, rate, p99, True, f"{ok} requests, success rate {rate:.4f}")
 
 
+def _span(bins: Sequence[Any], start_s: float, end_s: float | None) -> list[Any]:
+    """The bins from the one holding `start_s` up to the one holding `end_s` (excluded): spans cut
+    at the same moment partition the bins."""
+    return _in(bins, bin_start(bins, start_s), None if end_s is None else bin_start(bins, end_s))
+
+
 def failed_between(bins: Sequence[Any], start_s: float, end_s: float | None = None) -> int:
-    """Errors in the bins from `start_s` (rounded down to its bin) until `end_s`."""
-    return sum(b.errors for b in _in(bins, _bin_start(bins, start_s), end_s))
+    """Errors from the bin holding `start_s` until the bin holding `end_s` (excluded)."""
+    return sum(b.errors for b in _span(bins, start_s, end_s))
 
 
 def dropped_between(bins: Sequence[Any], start_s: float, end_s: float | None = None) -> int:
-    return sum(b.dropped for b in _in(bins, _bin_start(bins, start_s), end_s))
+    return sum(b.dropped for b in _span(bins, start_s, end_s))
 
 
 def last_error_at(bins: Sequence[Any], after_s: float) -> float | None:
     """End of the last bin with an error at or after `after_s`, or None."""
-    failing = [b for b in _in(bins, _bin_start(bins, after_s)) if b.errors]
+    failing = [b for b in _in(bins, bin_start(bins, after_s)) if b.errors]
     return failing[-1].t_s + _width(bins) if failing else None
 
 
 def first_error_at(bins: Sequence[Any], after_s: float) -> float | None:
-    failing = [b for b in _in(bins, _bin_start(bins, after_s)) if b.errors]
+    failing = [b for b in _in(bins, bin_start(bins, after_s)) if b.errors]
     return failing[0].t_s if failing else None
 
 
 def recovered_at(bins: Sequence[Any], after_s: float, hold_s: float) -> float | None:
     """Start of the first bin at or after `after_s` from which every bin for `hold_s` has
     successes and no error: when clients see normal service again. None if that never happens."""
-    candidates = _in(bins, _bin_start(bins, after_s))
+    candidates = _in(bins, bin_start(bins, after_s))
     need = max(1, round(hold_s / _width(bins)))
     for i, first in enumerate(candidates):
         run = candidates[i:i + need]
@@ -93,7 +103,7 @@ def recovered_at(bins: Sequence[Any], after_s: float, hold_s: float) -> float | 
 
 
 def peak_p99_ms(bins: Sequence[Any], start_s: float, end_s: float | None = None) -> float | None:
-    values = [b.p99_ms for b in _in(bins, _bin_start(bins, start_s), end_s) if b.p99_ms is not None]
+    values = [b.p99_ms for b in _span(bins, start_s, end_s) if b.p99_ms is not None]
     return max(values) if values else None
 
 
@@ -138,6 +148,7 @@ def _width(bins: Sequence[Any]) -> float:
     return 0.1
 
 
-def _bin_start(bins: Sequence[Any], t_s: float) -> float:
+def bin_start(bins: Sequence[Any], t_s: float) -> float:
+    """Start of the bin that holds time `t_s`."""
     width = _width(bins)
     return int(t_s / width + 1e-9) * width
