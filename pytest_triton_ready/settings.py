@@ -110,7 +110,7 @@ YAML_SCHEMA: dict[str, Any] = {
     "thresholds": MapOf(float),
     "report": {"dir": str},
     "faults": {"model": str, "rate_per_s": float, "steady_s": float, "observe_s": float, "settle_s": float,
-               "recovery_timeout_s": float, "protocol": str},
+               "recovery_timeout_s": float, "probe_span_s": float, "protocol": str},
 }
 
 

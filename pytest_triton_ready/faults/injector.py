@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import signal
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -105,7 +104,18 @@ class FaultInjector:
 
     def prober(self, model: str, client_factory: Callable[[], Any] | None = None, client: Any = None) -> InstanceProber:
         config = (client or self.client).model_config(model, fresh=True)
-        return InstanceProber(client_factory or self.new_client, model, instance_count(config))
+        return InstanceProber(client_factory or self.new_client, model, instance_count(config), self.plan.probe_span_s)
+
+    def every_instance_answers(self, prober: InstanceProber, traffic: Any = None) -> bool:
+        """One probe of every instance answered correctly, and the traffic (when given) had no
+        error meanwhile."""
+        since = traffic.elapsed_s() if traffic is not None else None
+        if not prober.probe().every_instance_answers:
+            return False
+        if traffic is None:
+            return True
+        bins, _ = traffic.timeline_so_far()
+        return not any(b.errors for b in bins if b.t_s >= since)
 
     # -- low-level faults ------------------------------------------------------------------------
     def stubs(self, model: str) -> list[StubProcess]:
@@ -163,10 +173,9 @@ class FaultInjector:
             return None
         prober = self.prober(model)
         try:
-            probe = prober.probe()
-            if not probe.every_instance_answers:
+            if not self.every_instance_answers(prober):
                 self.unload_and_load(model)
-                if wait_until(lambda: prober.probe().every_instance_answers, timeout, 0.2) is None:
+                if wait_until(lambda: self.every_instance_answers(prober), timeout, 0.2) is None:
                     return f"{model}: not every instance answered again within {timeout:.0f} s"
         finally:
             prober.close()
@@ -211,7 +220,7 @@ class FaultInjector:
                     traffic.event("reload returned")
                     serving = wait_until(
                         lambda: (client.model_config(model, fresh=True).get("parameters") or {}).get(RELOAD_MARKER) == marker
-                        and prober.probe().every_instance_answers, plan.recovery_timeout_s)
+                        and prober.client.infer(model, protocol="grpc").ok, plan.recovery_timeout_s)
                     if serving is not None:
                         outcome.serve_s = time.monotonic() - started
                         traffic.event("reloaded model serves")
@@ -340,15 +349,19 @@ class FaultInjector:
                 outcome.probe_while_dead = probe.describe()
                 outcome.unhealthy_instances = probe.unhealthy_instances
                 outcome.restarted_by_server = any(s.instance == victim.instance for s in self.stubs(model))
-                client.load(model)  # a plain load of an unchanged model: a no-op
-                outcome.plain_load_recovered = prober.probe().every_instance_answers
+                client.load(model)  # a plain load of an unchanged model: a no-op, no new stub
+                outcome.plain_load_recovered = any(s.instance == victim.instance for s in self.stubs(model))
                 traffic.event("recovery: unload + load")
                 started = time.monotonic()
                 self.unload_and_load(model)
                 traffic.event("load returned")
-                if wait_until(lambda: prober.probe().every_instance_answers, plan.recovery_timeout_s, 0.1) is not None:
-                    outcome.recovery_s = time.monotonic() - started
-                    traffic.event("every instance answers")
+                while time.monotonic() - started < plan.recovery_timeout_s:
+                    round_started = time.monotonic()
+                    if self.every_instance_answers(prober, traffic):
+                        outcome.recovery_s = round_started - started
+                        traffic.event("every instance answered a probe")
+                        break
+                    time.sleep(0.1)
                 time.sleep(plan.settle_s)
         finally:
             prober.close()
@@ -405,12 +418,12 @@ class FaultInjector:
                                    "ready": lambda: http_status(f"{http}/v2/health/ready") == 200,
                                    "first correct inference": correct_inference}, on_first=traffic.event)
                 traffic.event("restart")
-                starter = threading.Thread(target=_catching(self.start_server, starter_error), daemon=True)
                 watcher.start()
-                starter.start()
+                # Started from this (long-lived) thread: the launcher's child dies with the thread
+                # that spawned it (PR_SET_PDEATHSIG), so never from a short-lived worker thread.
+                _catching(self.start_server, starter_error)()
                 watcher.wait(plan.recovery_timeout_s)
                 watcher.stop()
-                starter.join(plan.recovery_timeout_s)
                 offset = watcher.started - killed
                 outcome.live_s, outcome.ready_s, outcome.first_inference_s = (
                     watcher.first[name] + offset if name in watcher.first else None

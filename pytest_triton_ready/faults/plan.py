@@ -8,6 +8,7 @@
       observe_s: 1.5        # after the fault, before any recovery: what clients see
       settle_s: 1.5         # after recovery: traffic must be back to normal
       recovery_timeout_s: 60  # longest wait for a server or instance to come back
+      probe_span_s: 1.5     # one probe of every instance: concurrent requests for this long
       protocol: grpc        # grpc | http
 """
 
@@ -23,6 +24,7 @@ PLAN_SCHEMA: dict[str, Any] = {
     "observe_s": float,
     "settle_s": float,
     "recovery_timeout_s": float,
+    "probe_span_s": float,
     "protocol": str,
 }
 
@@ -35,6 +37,7 @@ class FaultPlan:
     observe_s: float = 1.5
     settle_s: float = 1.5
     recovery_timeout_s: float = 60.0
+    probe_span_s: float = 1.5
     protocol: str = "grpc"
     # A late request is sent anyway (its latency counts from when it was due): on a busy host the
     # client's own hiccups must not show up as drops in an experiment about the server.
@@ -48,7 +51,7 @@ class FaultPlan:
         plan = cls(**values)
         if plan.protocol not in ("grpc", "http"):
             raise ValueError(f"faults.protocol must be grpc or http, got {plan.protocol!r}")
-        for name in ("rate_per_s", "steady_s", "observe_s", "settle_s", "recovery_timeout_s"):
+        for name in ("rate_per_s", "steady_s", "observe_s", "settle_s", "recovery_timeout_s", "probe_span_s"):
             if getattr(plan, name) <= 0:
                 raise ValueError(f"faults.{name} must be positive, got {getattr(plan, name)}")
         return plan

@@ -51,63 +51,73 @@ class InstanceProbe:
 
 
 class InstanceProber:
-    """Sends `rounds` waves of concurrent requests, `concurrency` = 2 per instance, so that the
-    scheduler has to use every instance (Triton hands work to instances in turn; a wave that all
-    instances share cannot miss a dead one). Answers are compared with a reference answer to the
-    same input taken while the model was healthy, when one is given."""
+    """Real requests spread over a model's instances: `2 x instances` concurrent senders for at
+    least `span_s` seconds (and `rounds` requests each), so that every instance is handed work.
 
-    def __init__(self, client_factory: Callable[[], Any], model: str, instances: int, rounds: int = 4) -> None:
-        self.client_factory = client_factory
+    Why a span and not one burst: Triton gives each batch to a free instance, and the python
+    backend takes about a second to fail a request routed to a dead stub, during which that
+    instance takes nothing else. A burst shorter than that can be served entirely by the healthy
+    instances and miss the dead one; a span longer than it cannot.
+
+    Answers are compared with a reference answer to the same input taken while the model was
+    healthy, when one was taken. Requests go over gRPC through one client (gRPC channels are
+    thread-safe; idle HTTP keep-alive connections would hold a server that shuts down)."""
+
+    def __init__(self, client_factory: Callable[[], Any], model: str, instances: int, span_s: float = 1.5,
+                 rounds: int = 2) -> None:
         self.model = model
         self.instances = instances
+        self.span_s = span_s
         self.rounds = rounds
-        self._local = threading.local()
+        self.client = client_factory()
+        self.client.model_config(model)  # cached now: worker threads only send inferences
+        self.client.model_metadata(model)
+        _ = self.client.grpc  # the channel, created once before threads share it
         self.reference: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None
-
-    def _client(self):
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = self._local.client = self.client_factory()
-        return client
 
     def take_reference(self) -> bool:
         """Remember one healthy answer (input and output) to compare probe answers with."""
-        outcome = self._client().infer(self.model)
+        outcome = self.client.infer(self.model, protocol="grpc")
         if outcome.ok:
             self.reference = (outcome.inputs, outcome.outputs)
         return outcome.ok
 
     def _one(self, _: int) -> tuple[bool, str | None]:
-        client = self._client()
         inputs = self.reference[0] if self.reference else None
-        outcome = client.infer(self.model, inputs)
+        outcome = self.client.infer(self.model, inputs, protocol="grpc")
         if not outcome.ok:
             return False, outcome.error or "unknown error"
         if self.reference and not all(np.array_equal(v, outcome.outputs.get(k)) for k, v in self.reference[1].items()):
             return False, "wrong answer: output differs from the healthy reference for the same input"
         return True, None
 
-    def probe(self) -> InstanceProbe:
+    def probe(self, span_s: float | None = None) -> InstanceProbe:
         concurrency = 2 * self.instances
-        sent = concurrency * self.rounds
-        result = InstanceProbe(self.model, sent, 0)
+        deadline = time.monotonic() + (self.span_s if span_s is None else span_s)
+
+        def sender(_: int) -> list[tuple[bool, str | None]]:
+            answers: list[tuple[bool, str | None]] = []
+            while len(answers) < self.rounds or time.monotonic() < deadline:
+                answers.append(self._one(len(answers)))
+            return answers
+
         with ThreadPoolExecutor(concurrency, thread_name_prefix="instance-probe") as pool:
-            for ok, error in pool.map(self._one, range(sent)):
-                if ok:
-                    result.ok += 1
-                    continue
-                result.errors[error] = result.errors.get(error, 0) + 1
-                if error.startswith("wrong answer"):
-                    result.wrong_answers += 1
-                match = _UNHEALTHY_STUB.search(error)
-                if match and match.group("instance") not in result.unhealthy_instances:
-                    result.unhealthy_instances.append(match.group("instance"))
+            answers = [a for batch in pool.map(sender, range(concurrency)) for a in batch]
+        result = InstanceProbe(self.model, len(answers), 0)
+        for ok, error in answers:
+            if ok:
+                result.ok += 1
+                continue
+            result.errors[error] = result.errors.get(error, 0) + 1
+            if error.startswith("wrong answer"):
+                result.wrong_answers += 1
+            match = _UNHEALTHY_STUB.search(error)
+            if match and match.group("instance") not in result.unhealthy_instances:
+                result.unhealthy_instances.append(match.group("instance"))
         return result
 
     def close(self) -> None:
-        client = getattr(self._local, "client", None)
-        if client is not None:
-            client.close()
+        self.client.close()
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> float | None:
