@@ -54,6 +54,11 @@ def _measurement(result: dict, name: str) -> dict:
     raise AssertionError(f"no measurement {name!r} in {[m['name'] for m in result['measurements']]}")
 
 
+def _verdicts(run) -> dict[str, str]:
+    return {r["nodeid"].split("::")[-1]: f"{r['verdict']} {r.get('reason') or ''}".strip()
+            for r in run.report["results"]}
+
+
 def _timeline(result: dict) -> dict:
     charts = [c for c in result["charts"] if c["kind"] == "timeline"]
     assert charts, f"{result['nodeid']}: no timeline chart"
@@ -64,6 +69,8 @@ def test_every_experiment_on_an_owned_server(run_checklist, pytester):
     after = pytester.makepyfile(test_after_faults=AFTER_FAULTS)
     run = run_checklist(RECOVERY, "test_monitoring.py", str(after), url=None,
                         args=("--triton-launch=embedded",))
+    verdicts = _verdicts(run)
+    assert sorted(v.split()[0] for v in verdicts.values()) == ["fail"] + ["pass"] * 6, verdicts
     run.outcome.assert_outcomes(passed=6, failed=1)
     report = run.report
 
@@ -126,6 +133,7 @@ def test_every_experiment_on_an_owned_server(run_checklist, pytester):
 
 def test_attached_server_runs_only_the_forced_reload(run_checklist, demo_server):
     run = run_checklist(RECOVERY)
+    assert sorted(v.split()[0] for v in _verdicts(run).values()) == ["incomplete"] * 4 + ["pass"], _verdicts(run)
     run.outcome.assert_outcomes(passed=1, skipped=4)
     assert run.result("test_forced_reload_under_traffic_loses_no_request")["verdict"] == "pass"
     for name in ("test_new_version_rollout_under_traffic_loses_no_request",
