@@ -92,7 +92,7 @@ def test_every_experiment_on_an_owned_server(run_checklist, pytester):
     dead = run.result("test_dead_instance_is_reported_and_recovers")
     assert dead["verdict"] == "fail"  # Triton 2.51: the ready endpoints keep answering 200
     assert _measurement(dead, "/v2/health/ready while the instance was dead")["value"] == "200"
-    assert _measurement(dead, f"/v2/models/scale/ready while the instance was dead")["value"] == "200"
+    assert _measurement(dead, "/v2/models/scale/ready while the instance was dead")["value"] == "200"
     errors = [f["message"] for f in dead["findings"] if f["severity"] == "error"]
     assert len(errors) == 1 and "the ready endpoints hide a dead instance" in errors[0]
     assert "Triton 2.51" in errors[0]

@@ -187,6 +187,15 @@ class FaultInjector:
         return (engine or self.engine).open_loop(model, rate=plan.rate_per_s, protocol=plan.protocol,
                                                  late_drop_s=plan.late_drop_s)
 
+    def _require_steady(self, outcome: Outcome, traffic: Any) -> None:
+        """Before the fault: the steady state must hold, else no fault is injected (_Unsteady)."""
+        bins, _ = traffic.timeline_so_far()
+        steady = steady_state(bins, 0.0, traffic.elapsed_s(), self.success_rate_min)
+        if not steady.holds:
+            outcome.steady = steady
+            outcome.incomplete = f"no steady state before the fault, so no fault was injected: {steady.reason}"
+            raise _Unsteady(outcome.incomplete)
+
     def _steady(self, outcome: Outcome, until_s: float | None) -> None:
         if outcome.traffic is None or until_s is None:
             return
@@ -201,7 +210,11 @@ class FaultInjector:
         plan = self.plan
         outcome = ReloadOutcome("forced reload", model)
         client = self.client
-        original = client.model_config(model, fresh=True)
+        try:
+            original = client.model_config(model, fresh=True)
+        except Exception as exc:
+            outcome.incomplete = f"the server did not give {model}'s configuration to reload it with: {_one_line(exc)}"
+            return outcome
         changed = with_reload_marker(original)
         marker = changed["parameters"][RELOAD_MARKER]
         prober = self.prober(model)
@@ -209,6 +222,7 @@ class FaultInjector:
         try:
             with traffic:
                 time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
                 traffic.event("reload requested")
                 started = time.monotonic()
                 try:
@@ -225,6 +239,8 @@ class FaultInjector:
                         outcome.serve_s = time.monotonic() - started
                         traffic.event("reloaded model serves")
                 time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
         finally:
             prober.close()
         outcome.traffic = traffic.result
@@ -242,7 +258,6 @@ class FaultInjector:
         up, and traffic without a version must keep flowing while N+1 replaces N."""
         from ..load import LoadEngine
 
-        plan = self.plan
         outcome = ReloadOutcome("new version rollout", model)
         if not self.owns_process:
             outcome.incomplete = self.destructive_unavailable()
@@ -281,26 +296,30 @@ class FaultInjector:
 
         watcher = Watcher({"new version serves": new_version_serves}, interval_s=0.05)
         traffic = self._traffic(model, engine)
-        with traffic:
-            time.sleep(plan.steady_s)
-            add_version(model_dir, old, new)
-            traffic.event(f"version {new} added, load requested")
-            watcher.on_first = traffic.event
-            watcher.start()
-            started = time.monotonic()
-            try:
-                client.load(model, config=override)
-            except Exception as exc:
-                outcome.incomplete = f"the server refused to load version {new}: {_one_line(exc)}"
-            else:
-                outcome.reload_call_s = time.monotonic() - started
-                traffic.event("load returned")
-                if watcher.wait(plan.recovery_timeout_s):
-                    outcome.serve_s = watcher.first["new version serves"] + (watcher.started - started)
-            watcher.stop()
-            if "client" in own:
-                own["client"].close()
-            time.sleep(plan.settle_s)
+        try:
+            with traffic:
+                time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
+                add_version(model_dir, old, new)
+                traffic.event(f"version {new} added, load requested")
+                watcher.on_first = traffic.event
+                watcher.start()
+                started = time.monotonic()
+                try:
+                    client.load(model, config=override)
+                except Exception as exc:
+                    outcome.incomplete = f"the server refused to load version {new}: {_one_line(exc)}"
+                else:
+                    outcome.reload_call_s = time.monotonic() - started
+                    traffic.event("load returned")
+                    if watcher.wait(plan.recovery_timeout_s):
+                        outcome.serve_s = watcher.first["new version serves"] + (watcher.started - started)
+                watcher.stop()
+                if "client" in own:
+                    own["client"].close()
+                time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
         outcome.traffic = traffic.result
         states = {e.get("version"): e.get("state") for e in client.repository_index() if e.get("name") == model}
         outcome.old_version_state = states.get(str(old))
@@ -337,6 +356,7 @@ class FaultInjector:
         try:
             with traffic:
                 time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
                 victim = self.kill_stub(model)
                 outcome.instance = victim.instance
                 traffic.event(f"stub {victim.instance} killed")
@@ -363,6 +383,8 @@ class FaultInjector:
                         break
                     time.sleep(0.1)
                 time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
         finally:
             prober.close()
         outcome.traffic = traffic.result
@@ -409,6 +431,7 @@ class FaultInjector:
         try:
             with traffic:
                 time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
                 traffic.event("SIGKILL")
                 killed = time.monotonic()
                 self.kill_server()
@@ -433,6 +456,8 @@ class FaultInjector:
                 wait_until(lambda: any(b.ok for b in traffic.timeline_so_far()[0] if b.t_s >= since),
                            plan.recovery_timeout_s, 0.1)
                 time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
         finally:
             prober.close()
             probe_client.close()
@@ -466,20 +491,25 @@ class FaultInjector:
         self.client.reconnect()
         before = self.processes.tree()
         traffic = self._traffic(model)
-        with traffic:
-            time.sleep(plan.steady_s)
-            watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready") != 200,
-                               "exited": lambda: self.processes.exit_code() is not None}, on_first=traffic.event)
-            outcome.in_flight_at_sigterm = traffic.in_flight
-            traffic.event("SIGTERM")
-            self.terminate_server()
-            watcher.start()
-            watcher.wait(outcome.exit_timeout_s + 10)
-            watcher.stop()
-            outcome.ready_drop_s = watcher.first.get("readiness dropped")
-            outcome.exit_s = watcher.first.get("exited")
-            outcome.exit_code = self.processes.exit_code()
-            time.sleep(min(plan.settle_s, 0.5))
+        try:
+            with traffic:
+                time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
+                watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready") != 200,
+                                   "exited": lambda: self.processes.exit_code() is not None}, on_first=traffic.event)
+                outcome.in_flight_at_sigterm = traffic.in_flight
+                traffic.event("SIGTERM")
+                self.terminate_server()
+                watcher.start()
+                watcher.wait(outcome.exit_timeout_s + 10)
+                watcher.stop()
+                outcome.ready_drop_s = watcher.first.get("readiness dropped")
+                outcome.exit_s = watcher.first.get("exited")
+                outcome.exit_code = self.processes.exit_code()
+                time.sleep(min(plan.settle_s, 0.5))
+        except _Unsteady:
+            outcome.traffic = traffic.result
+            return outcome
         outcome.traffic = traffic.result
         sigterm_at = event_time(outcome.events, "SIGTERM")
         self._steady(outcome, sigterm_at)
@@ -504,6 +534,10 @@ class FaultInjector:
             return errors
         outcome.notes.append("errors before the fault are counted with those after it")
         return errors
+
+
+class _Unsteady(Exception):
+    """The steady state did not hold before the fault; the experiment stops there."""
 
 
 def _catching(function: Callable[[], Any], errors: list[BaseException]) -> Callable[[], None]:
