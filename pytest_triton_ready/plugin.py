@@ -26,7 +26,8 @@ PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("triton-ready", "production readiness of a Triton Inference Server")
     for option in OPTIONS:
-        group.addoption(option.cli, dest=option.dest, metavar=option.metavar, default=None,
+        flag = {"nargs": "?", "const": "true"} if option.flag else {}
+        group.addoption(option.cli, dest=option.dest, metavar=option.metavar, default=None, **flag,
                         help=f"{option.help} [env {option.env}; ini {option.ini}; yaml {option.yaml_path}]")
         parser.addini(option.ini, option.help, default=None)
     group.addoption("--triton-config", dest="triton_config", metavar="YAML", default=None,

@@ -34,6 +34,7 @@ class Option:
     type: Callable[[str], Any] = str
     default: Any = None
     metavar: str = "VALUE"
+    flag: bool = False  # on the command line the bare option means true
 
     @property
     def cli(self) -> str:
@@ -65,6 +66,17 @@ def _launcher(text: str) -> str:
     return text
 
 
+def _flag(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, got {text!r}")
+
+
 def _model_list(text: str | list[str]) -> list[str]:
     if isinstance(text, list):
         return text
@@ -85,6 +97,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", int, 16, "N"),
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
     Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", float, None, "INFER_PER_S"),
+    Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
 )
 
@@ -111,6 +124,7 @@ YAML_SCHEMA: dict[str, Any] = {
     "report": {"dir": str},
     "faults": {"model": str, "rate_per_s": float, "steady_s": float, "observe_s": float, "settle_s": float,
                "recovery_timeout_s": float, "probe_span_s": float, "protocol": str},
+    "performance": {"tune_batching": bool, "tune_queue_delays_us": [int]},
 }
 
 
@@ -139,6 +153,7 @@ class Settings:
     triton_dynamic_dim: int = 16
     triton_slo_p99_ms: float | None = None
     triton_slo_min_throughput: float | None = None
+    triton_tune_batching: bool = False
     readiness_report: Path = Path("triton-ready-report")
     headers: dict[str, str] = field(default_factory=dict)
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)

@@ -45,4 +45,16 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "server_restart_max_s": ThresholdSpec(60.0, "s", "longest time from a server crash (SIGKILL) and restart until the first correct inference"),
     "shutdown_lost_requests_max": ThresholdSpec(0, "requests", "requests the server may take and then drop without an answer during a graceful shutdown (SIGTERM)"),
     "shutdown_ready_drop_max_s": ThresholdSpec(1.0, "s", "longest time from SIGTERM until readiness stops answering 200"),
+    # performance phase (PERF-1, PERF-2) and CFG-2
+    "capacity_default_p99_ms": ThresholdSpec(100.0, "ms", "p99 budget that defines 'within SLO' for a model with no p99 SLO"),
+    "perf_target_concurrency": ThresholdSpec(8, "requests", "PERF-1 closed-loop concurrency for a model with no min_throughput SLO"),
+    "perf_throughput_ratio_min": ThresholdSpec(0.95, "ratio", "PERF-1: lowest achieved/offered throughput at the target load"),
+    "curve_max_concurrency": ThresholdSpec(0, "requests", "PERF-2/CFG-2: cap on the swept concurrency (0: 2 x max_batch_size x instances)"),
+    "curve_knee_fraction": ThresholdSpec(0.90, "ratio", "PERF-2: the knee is the first point reaching this share of the highest throughput"),
+    "curve_drop_tolerance": ThresholdSpec(0.10, "ratio", "PERF-2: largest throughput fall allowed between two points before the knee"),
+    "batching_min_average_batch_size": ThresholdSpec(1.0, "requests", "CFG-2: average batch size at saturation must be above this"),
+    "batching_preferred_fraction": ThresholdSpec(0.5, "ratio", "CFG-2: average batch must reach this share of the smallest preferred size"),
+    "batching_queue_share_max": ThresholdSpec(0.40, "ratio", "CFG-2: largest share of server latency spent queued before advice is given"),
+    "gpu_utilization_min": ThresholdSpec(0.70, "ratio", "GPU utilization under load: lower edge of the healthy band"),
+    "gpu_utilization_max": ThresholdSpec(0.85, "ratio", "GPU utilization under load: upper edge of the healthy band"),
 }

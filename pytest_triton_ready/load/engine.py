@@ -23,6 +23,7 @@ from .senders import make_sender
 from .server_side import ModelWindow, ServerProbe, ServerWindow
 from .stats import Stats, merged
 from .timeline import Timeline
+from .workers import auto_workers, run_in_workers
 from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
 
 
@@ -170,9 +171,10 @@ class LoadEngine:
 
     def measure(self, model: str, *, concurrency: int | None = None, rate: float | None = None,
                 rules: MeasureRules | None = None, protocol: str = "grpc", batch_size: int = 1,
-                poisson: bool = False, server_stats: bool = True) -> Measurement:
+                poisson: bool = False, server_stats: bool = True, workers: int | str = "auto") -> Measurement:
         """Measure one load point (closed loop at `concurrency`, or open loop at `rate`): warm-up,
-        then windows until the last ones are stable and valid or `max_windows` is reached."""
+        then windows until the last ones are stable and valid or `max_windows` is reached.
+        `workers`: processes sharing the load ("auto": from the cores and the load, see workers.py)."""
         if (concurrency is None) == (rate is None):
             raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
         rules = rules or self.rules()
@@ -191,9 +193,15 @@ class LoadEngine:
         else:
             plan = TrafficPlan({model: pool}, "open", rates={model: rate}, poisson=poisson, warmup_s=rules.warmup_s,
                                window_s=rules.window_s, bin_s=None)
-        traffic = self._background(plan, protocol, server_stats, None, stop_when=done)
-        result = self.run(traffic)
-        return measurement_from(model, result, rules, concurrency, rate, protocol)
+        count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
+        if count > 1:
+            probe = self.probe_factory([model]) if server_stats and self.probe_factory else None
+            transport = {"protocol": protocol, "grpc_url": self.grpc_url, "http_url": self.http_url,
+                         "headers": self.headers, "timeout_s": self.timeout_s}
+            result = run_in_workers(plan, count, transport, probe, done)
+        else:
+            result = self.run(self._background(plan, protocol, server_stats, None, stop_when=done))
+        return measurement_from(model, result, rules, concurrency, rate, protocol, count)
 
 
 def measurement_from(model: str, result: TrafficResult, rules: MeasureRules, concurrency: int | None,

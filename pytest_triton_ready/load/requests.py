@@ -5,12 +5,17 @@ gRPC requests are `ModelInferRequest` protobufs (tritonclient's service_pb2) kep
 requests are bodies with the binary tensor extension (JSON header, then raw tensor bytes). Each
 pool entry has different random inputs, so a response cache cannot answer in the model's place.
 A sequence model gets one-request sequences (start and end set) with distinct correlation ids.
+A model with the response cache on gets unique inputs on every request: the first four bytes of
+its first numeric input carry a request counter (as that input's dtype where it is float32, else
+raw bytes), spliced into the serialized request, so the cache is measured missing, not hitting.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+import struct
 
 import numpy as np
 
@@ -22,6 +27,22 @@ class PreparedRequest:
     grpc: bytes
     http_body: bytes
     http_json_size: int | None
+    grpc_slot: int = -1  # offset of the 4 bytes that make the request unique; -1: sent as is
+    http_slot: int = -1
+
+    def grpc_bytes(self, counter: int) -> bytes:
+        if self.grpc_slot < 0:
+            return self.grpc
+        return _splice(self.grpc, self.grpc_slot, counter)
+
+    def http_bytes(self, counter: int) -> bytes:
+        if self.http_slot < 0:
+            return self.http_body
+        return _splice(self.http_body, self.http_slot, counter)
+
+
+def _splice(data: bytes, offset: int, counter: int) -> bytes:
+    return data[:offset] + struct.pack("<f", float(counter % (1 << 24))) + data[offset + 4:]
 
 
 @dataclass(frozen=True)
@@ -32,6 +53,7 @@ class RequestPool:
     version: str
     batch_size: int
     requests: tuple[PreparedRequest, ...]
+    unique: bool = False  # every request made unique (response cache on)
 
     def take(self, i: int) -> PreparedRequest:
         return self.requests[i % len(self.requests)]
@@ -48,15 +70,25 @@ def build_pool(client: Any, model: str, *, batch_size: int = 1, size: int = DEFA
     (through the TritonClient `client`), or the given `inputs` dictionaries."""
     rng = np.random.default_rng(seed)
     sequence = client.is_sequence_model(model)
+    cached = bool(client.model_config(model).get("response_cache", {}).get("enable"))
     samples = inputs or [client.synthesize(model, batch_size, rng=rng) for _ in range(size)]
     prepared = []
-    for i, sample in enumerate(samples):
+    for sample in samples:
         sequence_id = int(rng.integers(1, 2**62)) if sequence else 0
-        prepared.append(PreparedRequest(
-            grpc_request(model, sample, version=version, sequence_id=sequence_id),
-            *http_request(sample, sequence_id=sequence_id),
-        ))
-    return RequestPool(model, version, batch_size, tuple(prepared))
+        grpc = grpc_request(model, sample, version=version, sequence_id=sequence_id)
+        body, json_size = http_request(sample, sequence_id=sequence_id)
+        slots = _unique_slots(sample, grpc, body) if cached else (-1, -1)
+        prepared.append(PreparedRequest(grpc, body, json_size, *slots))
+    return RequestPool(model, version, batch_size, tuple(prepared), unique=cached)
+
+
+def _unique_slots(sample: Mapping[str, np.ndarray], grpc: bytes, body: bytes) -> tuple[int, int]:
+    """Where the first numeric input's first 4 bytes sit in each serialized request."""
+    for array in sample.values():
+        raw = np.ascontiguousarray(array).tobytes()
+        if array.dtype != np.object_ and len(raw) >= 4 and grpc.count(raw) == 1 and body.count(raw) == 1:
+            return grpc.index(raw), body.index(raw)
+    return -1, -1
 
 
 def grpc_request(model: str, inputs: Mapping[str, np.ndarray], *, version: str = "", sequence_id: int = 0) -> bytes:

@@ -43,11 +43,11 @@ class GrpcSender:
         self.timeout_s = timeout_s
         self._next = 0
 
-    async def send(self, pool: RequestPool, request: PreparedRequest) -> str | None:
+    async def send(self, pool: RequestPool, request: PreparedRequest, counter: int = 0) -> str | None:
         self._next += 1
         call = self._calls[self._next % len(self._calls)]
         try:
-            await call(request.grpc, timeout=self.timeout_s, metadata=self._metadata)
+            await call(request.grpc_bytes(counter), timeout=self.timeout_s, metadata=self._metadata)
         except self._grpc.aio.AioRpcError as exc:
             return error_reason(f"{exc.code().name}: {exc.details()}")
         return None
@@ -73,12 +73,12 @@ class HttpSender:
             connector=aiohttp.TCPConnector(limit=connections), timeout=aiohttp.ClientTimeout(total=timeout_s),
         )
 
-    async def send(self, pool: RequestPool, request: PreparedRequest) -> str | None:
+    async def send(self, pool: RequestPool, request: PreparedRequest, counter: int = 0) -> str | None:
         headers = dict(self.headers)
         if request.http_json_size is not None:
             headers["Inference-Header-Content-Length"] = str(request.http_json_size)
         try:
-            async with self._session.post(self.base + pool.http_path, data=request.http_body, headers=headers) as response:
+            async with self._session.post(self.base + pool.http_path, data=request.http_bytes(counter), headers=headers) as response:
                 body = await response.read()
                 if response.status == 200:
                     return None

@@ -32,9 +32,12 @@ class LatencyHistogram:
 
     def __init__(self, significant_digits: int = SIGNIFICANT_DIGITS) -> None:
         self.hist = HdrHistogram(LOWEST_US, HIGHEST_US, significant_digits)
+        self.total_us = 0  # exact sum, for the mean (HdrHistogram's own mean walks every bucket)
 
     def record_s(self, seconds: float) -> None:
-        self.hist.record_value(min(HIGHEST_US, max(LOWEST_US, int(seconds * 1e6 + 0.5))))
+        value = min(HIGHEST_US, max(LOWEST_US, int(seconds * 1e6 + 0.5)))
+        self.hist.record_value(value)
+        self.total_us += value
 
     @property
     def count(self) -> int:
@@ -45,8 +48,15 @@ class LatencyHistogram:
             return None
         return self.hist.get_value_at_percentile(p) / 1000.0
 
+    def percentiles_ms(self, percentiles: tuple[float, ...] = PERCENTILES) -> dict[str, float | None]:
+        """Several percentiles in one pass over the buckets."""
+        if not self.count:
+            return {percentile_key(p): None for p in percentiles}
+        values = self.hist.get_percentile_to_value_dict(list(percentiles))
+        return {percentile_key(p): values[p] / 1000.0 for p in percentiles}
+
     def mean_ms(self) -> float | None:
-        return self.hist.get_mean_value() / 1000.0 if self.count else None
+        return self.total_us / self.count / 1000.0 if self.count else None
 
     def max_ms(self) -> float | None:
         return self.hist.get_max_value() / 1000.0 if self.count else None
@@ -54,19 +64,22 @@ class LatencyHistogram:
     def add(self, other: LatencyHistogram) -> None:
         if other.count:
             self.hist.add(other.hist)
+            self.total_us += other.total_us
 
     def reset(self) -> None:
         self.hist.reset()
+        self.total_us = 0
 
     def encode(self) -> str:
         """Compressed text form (HdrHistogram's V2 encoding), for worker processes and JSON."""
         return self.hist.encode().decode("ascii") if self.count else ""
 
     @classmethod
-    def decode(cls, text: str) -> LatencyHistogram:
+    def decode(cls, text: str, total_us: int = 0) -> LatencyHistogram:
         histogram = cls()
         if text:
             histogram.hist.add(HdrHistogram.decode(text.encode("ascii")))
+            histogram.total_us = total_us
         return histogram
 
 
@@ -109,19 +122,19 @@ class Tally:
             dropped=self.dropped,
             duration_s=duration,
             throughput_infer_s=ok / duration if duration > 0 else 0.0,
-            percentiles_ms={percentile_key(p): self.histogram.percentile_ms(p) for p in PERCENTILES},
+            percentiles_ms=self.histogram.percentiles_ms(),
             mean_ms=self.histogram.mean_ms(),
             max_ms=self.histogram.max_ms(),
             client_cpu_us_per_request=(self.client_cpu_s * 1e6 / sent) if sent else None,
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {"histogram": self.histogram.encode(), "errors": dict(self.errors), "dropped": self.dropped,
+        return {"histogram": self.histogram.encode(), "total_us": self.histogram.total_us, "errors": dict(self.errors), "dropped": self.dropped,
                 "started": self.started, "ended": self.ended, "client_cpu_s": self.client_cpu_s}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Tally:
-        return cls(LatencyHistogram.decode(data["histogram"]), Counter(data["errors"]), data["dropped"],
+        return cls(LatencyHistogram.decode(data["histogram"], data.get("total_us", 0)), Counter(data["errors"]), data["dropped"],
                    data["started"], data["ended"], data["client_cpu_s"])
 
 

@@ -1,8 +1,8 @@
 """A timeline of fixed bins (default 100 ms) with named events, for fault experiments: what
 happened to requests around a reload, a kill or a SIGTERM.
 
-A success or an error lands in the bin of its completion; a drop in the bin where it should have
-been sent. Only the open bin holds a (2-digit) histogram; closed bins keep their numbers, and at
+A success or an error lands in the bin of its completion; a drop in the bin where it was found
+late (at most `late_drop_s` after it was due). Only the open bin holds a (2-digit) histogram; closed bins keep their numbers, and at
 most `max_bins` of them are kept (the oldest go first), so memory stays bounded on long runs.
 """
 
@@ -60,8 +60,9 @@ class Timeline:
 
     def _close(self) -> None:
         h = self._histogram
+        percentiles = h.percentiles_ms((50.0, 99.0))
         closed = Bin(self._index * self.bin_s, self._ok, self._errors, self._dropped,
-                     h.percentile_ms(50), h.percentile_ms(99))
+                     percentiles["p50"], percentiles["p99"])
         with self._lock:
             self.bins.append(closed)
         self._index += 1
@@ -101,6 +102,18 @@ class Timeline:
     def snapshot(self) -> tuple[list[Bin], list[Event]]:
         with self._lock:
             return list(self.bins), list(self.events)
+
+    def chart_series(self) -> tuple[dict[str, list[tuple[float, float]]], list[dict[str, Any]]]:
+        """(series, markers) for `check.chart(title, "time (s)", "latency (ms)", series,
+        kind="timeline", markers=markers)`: p50/p99 per bin, and one marker per event."""
+        bins, events = self.snapshot()
+        series = {
+            "p50 (ms)": [(round(b.t_s, 3), b.p50_ms) for b in bins if b.p50_ms is not None],
+            "p99 (ms)": [(round(b.t_s, 3), b.p99_ms) for b in bins if b.p99_ms is not None],
+            "errors per bin": [(round(b.t_s, 3), float(b.errors)) for b in bins],
+            "dropped per bin": [(round(b.t_s, 3), float(b.dropped)) for b in bins],
+        }
+        return series, [{"x": round(e.t_s, 3), "label": e.name} for e in events]
 
     def to_dict(self) -> dict[str, Any]:
         bins, events = self.snapshot()

@@ -166,9 +166,10 @@ class TrafficResult:
     mode: str
     started_at: float
     ended_at: float
+    in_flight_at_stop: int = 0  # sent but unanswered when the traffic stopped (cancelled, not counted)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "stats": self.stats.to_dict(),
+        return {"mode": self.mode, "stats": self.stats.to_dict(), "in_flight_at_stop": self.in_flight_at_stop,
                 "by_model": {m: s.to_dict() for m, s in self.by_model.items()},
                 "windows": [w.to_dict() for w in self.windows],
                 "timeline": self.timeline.to_dict() if self.timeline else None}
@@ -184,6 +185,7 @@ class Traffic:
         self.sender = sender
         self.probe = probe
         self.on_window = on_window
+        self.on_tallies: Callable[[Window, dict[str, Tally]], Any] | None = None  # worker processes ship these
         self.stop_when = stop_when
         self.windows: deque[Window] = deque(maxlen=plan.keep_windows)
         self.timeline: Timeline | None = None
@@ -195,6 +197,8 @@ class Traffic:
         self._last_snapshot: ServerSnapshot | None = None
         self.started = 0.0
         self._stop_requested = False
+        self._sent = 0
+        self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -248,10 +252,12 @@ class Traffic:
         finally:
             self._stop.set()
             ended = time.monotonic()
-            ticker.cancel()
+            in_flight_at_stop = self._in_flight
             for worker in workers:
                 worker.cancel()
-            await asyncio.gather(*workers, ticker, return_exceptions=True)
+            await asyncio.gather(*workers, ticker, return_exceptions=True)  # the ticker ends by itself
+            for index, begin, end, tallies in self.recorder.roll(ended):  # windows that ended meanwhile
+                await self._close_window(index, begin, end, tallies)
             pending = list(self._tasks)
             for task in pending:
                 task.cancel()
@@ -261,7 +267,7 @@ class Traffic:
         duration = max(0.0, ended - self.recorder.measure_from)
         stats, by_model = summarize(self.recorder.overall, duration)
         return TrafficResult(stats, by_model, list(self.windows), self.timeline,
-                             list(self.recorder.recent_tallies), plan.mode, self.started, ended)
+                             list(self.recorder.recent_tallies), plan.mode, self.started, ended, in_flight_at_stop)
 
     def _snapshot_at_warmup_end(self) -> None:
         async def take() -> None:
@@ -277,8 +283,12 @@ class Traffic:
     async def _ticker(self) -> None:
         """Closes timeline bins and windows even when no response arrives."""
         step = min(x for x in (self.plan.bin_s, self.plan.window_s, 0.1) if x)
-        while True:
-            await asyncio.sleep(step / 2)
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), step / 2)
+                return
+            except asyncio.TimeoutError:
+                pass
             now = time.monotonic()
             if self.timeline is not None:
                 self.timeline.tick(now)
@@ -288,6 +298,8 @@ class Traffic:
     async def _close_window(self, index: int, begin: float, end: float, tallies: dict[str, Tally]) -> None:
         stats, by_model = summarize(tallies, end - begin)
         window = Window(index, begin, end, stats, by_model)
+        if self.on_tallies is not None:
+            self.on_tallies(window, tallies)
         if self.probe is not None:
             snapshot = await asyncio.to_thread(self.probe.snapshot)
             if self._last_snapshot is not None:
@@ -304,8 +316,9 @@ class Traffic:
 
     async def _one(self, pool: RequestPool, i: int, since: float) -> None:
         self._in_flight += 1
+        self._sent += 1
         try:
-            error = await self.sender.send(pool, pool.take(i))
+            error = await self.sender.send(pool, pool.take(i), self.counter_base + self._sent)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a transport bug is an error of this request, not of the run

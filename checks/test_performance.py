@@ -1,0 +1,324 @@
+"""Phase "performance" (and CFG-2, which verifies the batching config under stress).
+
+Every number comes from the load engine's windowed measurements (docs/load-engine.md): warm-up
+excluded, stable over the last 3 windows, valid by minimum duration and request count. A point
+that is not stable and valid is never the reason a check passes.
+"""
+
+import pytest
+
+from pytest_triton_ready.load.curve import CurvePoint, capacity, knee, shape_problems, sweep_levels
+from pytest_triton_ready.load.profile import profile, ready_models
+
+pytestmark = pytest.mark.usefixtures("triton")
+
+
+def _profiles(triton):
+    models = ready_models(triton)
+    return [profile(triton.settings, m, triton.client.model_config(m)) for m in models]
+
+
+def _record_server_side(check, measurement, model):
+    server = measurement.server_model
+    if server is None:
+        return
+    for stage, value in server.stage_us.items():
+        if value is not None:
+            check.measure(f"server {stage} time per request", round(value, 1), "us", model=model)
+    if server.average_batch_size is not None:
+        check.measure("average batch size (server)", round(server.average_batch_size, 2), "requests", model=model)
+    if server.queue_share is not None:
+        check.measure("queue share of server latency", round(server.queue_share, 3), "ratio", model=model)
+
+
+def _untrusted(check, reason):
+    """Measurements that are not stable and valid: INCOMPLETE, unless the check already failed."""
+    if reason is None:
+        return
+    if check.errors:
+        check.finding(reason, severity="warning")
+    else:
+        check.incomplete(reason)
+
+
+def _budget_note(check, prof):
+    if prof.slo_p99_ms is None:
+        check.finding(f"{prof.model}: no p99 SLO configured; 'within SLO' uses the {prof.budget_source} "
+                      f"of {prof.budget_p99_ms:g} ms", severity="info", model=prof.model)
+
+
+@pytest.mark.triton_check("PERF-1")
+def test_benchmark_meets_slo_at_target_load(triton, load, check):
+    """At each model's target load the p99 latency is within budget, the throughput reaches the
+    target, and at least success_rate_min of the requests succeed."""
+    settings = triton.settings
+    profiles = _profiles(triton)
+    if not profiles:
+        check.incomplete("no READY model in scope to benchmark")
+    success_min = settings.threshold("success_rate_min")
+    untrusted = []
+    for prof in profiles:
+        model = prof.model
+        _budget_note(check, prof)
+        if prof.min_throughput:
+            measurement = load.measure(model, rate=prof.min_throughput, poisson=True)
+            check.measure("offered load (Poisson)", prof.min_throughput, "infer/s", model=model)
+        else:
+            concurrency = int(settings.threshold("perf_target_concurrency").value)
+            measurement = load.measure(model, concurrency=concurrency)
+            check.measure("concurrency (closed loop)", concurrency, "requests", model=model)
+        stats = measurement.stats
+        check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
+        check.measure("measurement stable", str(measurement.stable), model=model)
+        check.measure("measurement valid", str(measurement.valid), model=model)
+        if not measurement.trustworthy:
+            untrusted.append(f"{model}: {measurement.problem()}")
+            continue
+        check.measure("throughput", round(stats.throughput_infer_s, 1), "infer/s", model=model)
+        for name in ("p50", "p90", "p95", "p99.9"):
+            check.measure(f"{name} latency", stats.p(name), "ms", model=model)
+        check.measure("p99 latency", stats.p99_ms, "ms", model=model, threshold=prof.budget_p99_ms,
+                      finding=f"{model}: p99 {stats.p99_ms:.1f} ms exceeds the {prof.budget_p99_ms:g} ms budget "
+                              f"({prof.budget_source})")
+        check.measure("success rate", round(stats.success_rate or 0.0, 5), "ratio", model=model,
+                      threshold=success_min, comparison=">=")
+        for reason, count in stats.errors.items():
+            check.evidence(f"{model} error ({count}x)", reason)
+        if prof.min_throughput:
+            # Completed over offered in the same windows (Poisson arrivals make the offered count vary
+            # around the rate); a server that falls behind leaves a growing backlog or drops.
+            ratio = stats.count_ok / stats.attempted if stats.attempted else 0.0
+            check.measure("achieved / offered throughput", round(ratio, 3), "ratio", model=model,
+                          threshold=settings.threshold("perf_throughput_ratio_min"), comparison=">=",
+                          finding=f"{model}: the server completes {stats.throughput_infer_s:.0f} of the "
+                                  f"{prof.min_throughput:g} infer/s target ({stats.dropped} dropped)")
+        if stats.client_cpu_us_per_request is not None:
+            check.measure("client CPU per request", round(stats.client_cpu_us_per_request, 1), "us", model=model)
+        _record_server_side(check, measurement, model)
+    if check.errors:
+        check.recommend("Find the slowest stage in the server times above: queue time means too few instances "
+                        "or too long max_queue_delay_microseconds; compute time means a slower model than the SLO allows.")
+    _untrusted(check, "measurement not trustworthy: " + "; ".join(untrusted) if untrusted else None)
+
+
+@pytest.mark.triton_check("PERF-2")
+def test_throughput_latency_curve(triton, load, check, triton_facts):
+    """Sweeping concurrency up to 2 x max_batch_size x instances, throughput never falls as
+    concurrency rises before the knee, latency does not explode below the target load, and some
+    point is within the latency budget; the curve, its knee and the capacity within SLO are reported."""
+    settings = triton.settings
+    profiles = _profiles(triton)
+    if not profiles:
+        check.incomplete("no READY model in scope to sweep")
+    success_min = settings.threshold("success_rate_min").value
+    cap = int(settings.threshold("curve_max_concurrency").value)
+    knee_fraction = settings.threshold("curve_knee_fraction").value
+    drop_tolerance = settings.threshold("curve_drop_tolerance").value
+    capacities = triton_facts.setdefault("perf.capacity", {})
+    incomplete = []
+    for prof in profiles:
+        model = prof.model
+        _budget_note(check, prof)
+        points = []
+        for concurrency in sweep_levels(prof.max_batch_size, prof.instances, cap):
+            m = load.measure(model, concurrency=concurrency, server_stats=False)
+            s = m.stats
+            points.append(CurvePoint(concurrency, s.throughput_infer_s, s.p50_ms, s.p99_ms, s.success_rate,
+                                     m.trustworthy, m.problem()))
+            if m.problem():
+                check.finding(f"{model}: concurrency {concurrency}: {m.problem()}", severity="warning", model=model)
+            if _past_saturation(points, prof.budget_p99_ms):
+                break
+        trusted = [p for p in points if p.trustworthy]
+        check.chart(f"{model}: latency vs throughput", "throughput (infer/s)", "latency (ms)",
+                    {"p50": [(p.throughput_infer_s, p.p50_ms) for p in trusted],
+                     "p99": [(p.throughput_infer_s, p.p99_ms) for p in trusted]},
+                    markers=[{"x": p.throughput_infer_s, "label": f"c={p.concurrency}"} for p in trusted])
+        check.chart(f"{model}: latency vs concurrency", "concurrency (requests in flight)", "latency (ms)",
+                    {"p50": [(p.concurrency, p.p50_ms) for p in trusted],
+                     "p99": [(p.concurrency, p.p99_ms) for p in trusted],
+                     f"budget {prof.budget_p99_ms:g} ms": [(p.concurrency, prof.budget_p99_ms) for p in trusted]})
+        for p in points:
+            check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
+            check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
+        if len(trusted) < 2:
+            incomplete.append(f"{model}: only {len(trusted)} of {len(points)} curve points are stable and valid")
+            continue
+        knee_point = knee(points, knee_fraction)
+        check.measure("knee concurrency", knee_point.concurrency, "requests", model=model)
+        check.measure("knee throughput", round(knee_point.throughput_infer_s, 1), "infer/s", model=model)
+        best = capacity(points, prof.budget_p99_ms, success_min)
+        for problem in shape_problems(points, knee_point, drop_tolerance, prof.budget_p99_ms, prof.min_throughput):
+            check.finding(f"{model}: {problem}", model=model, rule="PERF-2")
+        if prof.min_throughput is None:
+            check.finding(f"{model}: no min_throughput SLO, so 'latency explodes below the target load' is not "
+                          "checked", severity="info", model=model)
+        if best is None:
+            check.finding(f"{model}: no concurrency keeps p99 within {prof.budget_p99_ms:g} ms ({prof.budget_source})",
+                          model=model, rule="PERF-2")
+            check.recommend(f"{model}: the model is slower than its budget even at concurrency 1: speed it up "
+                            "(batching, a faster backend, more instances) or revisit the SLO.")
+        capacities[model] = {
+            "max_throughput_within_slo_infer_s": float(best.throughput_infer_s) if best else 0.0,
+            "p99_ms": float(best.p99_ms if best else trusted[0].p99_ms),
+            "concurrency": int(best.concurrency if best else trusted[0].concurrency),
+            "instances": int(prof.instances),
+            "slo_p99_ms": prof.slo_p99_ms,
+        }
+        check.measure("max throughput within SLO", round(capacities[model]["max_throughput_within_slo_infer_s"], 1),
+                      "infer/s", model=model)
+        if prof.min_throughput is not None:
+            check.measure("max throughput within SLO vs min_throughput",
+                          round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model,
+                          threshold=prof.min_throughput, comparison=">=")
+    _untrusted(check, "; ".join(incomplete) if incomplete else None)
+
+
+def _past_saturation(points, budget_p99_ms):
+    """Stop sweeping once two trustworthy points in a row are over budget without a 5% throughput gain."""
+    last = [p for p in points if p.trustworthy][-3:]
+    if len(last) < 3:
+        return False
+    flat = all(b.throughput_infer_s < a.throughput_infer_s * 1.05 for a, b in zip(last, last[1:]))
+    return flat and all(p.p99_ms and p.p99_ms > budget_p99_ms for p in last[1:])
+
+
+@pytest.mark.triton_check("CFG-2")
+def test_dynamic_batching_under_stress(triton, load, check):
+    """At the saturation concurrency (2 x max_batch_size x instances) a dynamically batched model
+    forms batches larger than 1 (near its preferred sizes when set); the queue share of latency is
+    reported with the parameter to move when it is above batching_queue_share_max."""
+    settings = triton.settings
+    profiles = [p for p in _profiles(triton) if p.max_batch_size > 0 and not p.sequence]
+    if not profiles:
+        check.not_applicable("no READY model in scope can batch (max_batch_size > 0, no sequence batcher)")
+    batched = [p for p in profiles if p.dynamic_batching is not None]
+    for prof in profiles:
+        if prof.dynamic_batching is None:
+            check.finding(f"{prof.model}: max_batch_size {prof.max_batch_size} but no dynamic_batching: every "
+                          "request runs alone", severity="warning", model=prof.model)
+            check.recommend(f"{prof.model}: add `dynamic_batching {{ }}` to config.pbtxt so concurrent requests share executions.")
+    if not batched:
+        check.not_applicable("no model in scope uses dynamic batching")
+    cap = int(settings.threshold("curve_max_concurrency").value)
+    min_batch = settings.threshold("batching_min_average_batch_size")
+    queue_max = settings.threshold("batching_queue_share_max").value
+    untrusted = []
+    for prof in batched:
+        model = prof.model
+        concurrency = min(prof.saturation_concurrency, cap) if cap > 0 else prof.saturation_concurrency
+        measurement = load.measure(model, concurrency=concurrency)
+        check.measure("saturation concurrency", concurrency, "requests", model=model)
+        check.measure("throughput", round(measurement.stats.throughput_infer_s, 1), "infer/s", model=model)
+        check.measure("p99 latency", measurement.stats.p99_ms, "ms", model=model)
+        server = measurement.server_model
+        if not measurement.trustworthy or server is None or server.average_batch_size is None:
+            untrusted.append(f"{model}: {measurement.problem() or 'the server statistics gave no batch size'}")
+            continue
+        batch = server.average_batch_size
+        check.measure("average batch size", round(batch, 2), "requests", model=model, threshold=min_batch,
+                      comparison=">", finding=f"{model}: batches stay at {batch:.2f} requests under saturation")
+        check.measure("max_queue_delay_microseconds", prof.max_queue_delay_us, "us", model=model)
+        preferred = prof.preferred_batch_sizes
+        if preferred:
+            target = settings.threshold("batching_preferred_fraction").value * min(preferred)
+            if batch < target:
+                check.finding(f"{model}: average batch {batch:.1f} is far from the preferred sizes {preferred}",
+                              severity="warning", model=model)
+        share = server.queue_share
+        if share is not None:
+            check.measure("queue share of server latency", round(share, 3), "ratio", model=model)
+        advice = _batching_advice(prof, batch, share, queue_max)
+        if advice:
+            check.finding(f"{model}: {advice[0]}", severity="warning" if batch > min_batch.value else "error", model=model)
+            check.recommend(f"{model}: {advice[1]}")
+        _record_server_side(check, measurement, model)
+    if settings.triton_tune_batching:
+        _tune_batching(triton, load, check, batched, cap)
+    _untrusted(check, "; ".join(untrusted) if untrusted else None)
+
+
+def _batching_advice(prof, batch, share, queue_max):
+    """(what is wrong, which parameter to move which way), or None."""
+    small = batch < max(2.0, 0.5 * prof.max_batch_size)
+    delay = prof.max_queue_delay_us
+    if share is not None and share > queue_max:
+        if small:
+            return (f"requests spend {share:.0%} of server latency queued while batches stay small ({batch:.1f})",
+                    f"lower max_queue_delay_microseconds (now {delay}) or add instances: the queue waits without "
+                    "filling batches")
+        return (f"requests spend {share:.0%} of server latency queued with full batches ({batch:.1f} of "
+                f"{prof.max_batch_size})", f"add instances (instance_group count, now {prof.instances}) or raise "
+                f"max_batch_size (now {prof.max_batch_size}): the model is the bottleneck, not the batcher")
+    if small:
+        return (f"batches stay small ({batch:.1f} of max {prof.max_batch_size}) under saturation",
+                f"raise max_queue_delay_microseconds (now {delay}) so requests wait long enough to batch, "
+                "or set preferred_batch_size")
+    return None
+
+
+def _tune_batching(triton, load, check, profiles, cap):
+    """--triton-tune-batching: reload each model with a few max_queue_delay_microseconds values,
+    measure each at saturation, recommend the best within the budget, restore the original config."""
+    from pytest_triton_ready.load.tuning import tune_queue_delay
+
+    delays = triton.settings.section("performance").get("tune_queue_delays_us") or [0, 100, 500, 2000, 10000]
+    for prof in profiles:
+        outcome = tune_queue_delay(triton, load, prof, delays, cap)
+        if outcome.skipped:
+            check.finding(f"{prof.model}: batching not tuned: {outcome.skipped}", severity="warning", model=prof.model)
+            continue
+        for delay, point in outcome.points.items():
+            check.measure(f"throughput at max_queue_delay {delay} us", round(point.throughput_infer_s, 1), "infer/s",
+                          model=prof.model)
+            check.measure(f"p99 at max_queue_delay {delay} us", point.p99_ms, "ms", model=prof.model)
+        check.chart(f"{prof.model}: max_queue_delay_microseconds sweep", "max_queue_delay (us)", "latency (ms)",
+                    {"p99": [(d, p.p99_ms) for d, p in outcome.points.items() if p.trustworthy]})
+        if not outcome.restored:
+            check.finding(f"{prof.model}: the original config could not be restored: {outcome.restore_error}",
+                          model=prof.model)
+        if outcome.best is not None:
+            check.recommend(f"{prof.model}: set max_queue_delay_microseconds to {outcome.best} (measured best "
+                            f"throughput within the {prof.budget_p99_ms:g} ms p99 budget; now {prof.max_queue_delay_us}).")
+
+
+@pytest.mark.triton_check("PERF-1", blocking=False)
+def test_gpu_utilization_under_load(triton, load, gpu, check):
+    """Under saturating load the GPUs are busy within the gpu_utilization_min..max band (70-85%):
+    lower wastes the GPU, pinned at the top with a growing queue means the deployment needs more."""
+    if not gpu.read():
+        check.not_applicable(f"no GPU to read: {gpu.unavailable_reason}")
+    settings = triton.settings
+    profiles = _profiles(triton)
+    if not profiles:
+        check.incomplete("no READY model in scope to load the GPU with")
+    cap = int(settings.threshold("curve_max_concurrency").value)
+    concurrency = {p.model: (min(p.saturation_concurrency, cap) if cap > 0 else p.saturation_concurrency)
+                   for p in profiles}
+    rules = load.rules()
+    traffic = load.closed_loop(concurrency, warmup_s=rules.warmup_s, window_s=rules.window_s, bin_s=None,
+                               server_stats=True, duration_s=rules.window_s * rules.stability_windows + 0.05)
+    result = load.run(traffic)
+    windows = [w for w in result.windows if w.server and w.server.gpu_utilization is not None]
+    if not windows:
+        check.incomplete("GPU utilization could not be read during the load")
+    utilization = sum(w.server.gpu_utilization for w in windows) / len(windows)
+    low, high = settings.threshold("gpu_utilization_min"), settings.threshold("gpu_utilization_max")
+    check.chart("GPU utilization under load", "time (s)", "utilization (%)",
+                {"GPU": [(round(w.end_s, 2), round(w.server.gpu_utilization * 100, 1)) for w in windows]})
+    check.measure("throughput (all models)", round(result.stats.throughput_infer_s, 1), "infer/s")
+    memory = [w.server.gpu_memory_used_fraction for w in windows if w.server.gpu_memory_used_fraction is not None]
+    if memory:
+        check.measure("GPU memory used (peak)", round(max(memory), 3), "ratio")
+    if not check.measure("GPU utilization (mean)", round(utilization, 3), "ratio", threshold=low, comparison=">="):
+        check.recommend("The GPU idles under saturating load: add model instances (instance_group count) or "
+                        "enable/enlarge dynamic batching so each execution carries more work.")
+    pending = [sum(m.pending_requests or 0 for m in w.server.models.values()) for w in windows]
+    growing = len(pending) >= 2 and pending[-1] > pending[0]
+    if not check.measure("GPU utilization (mean) under the band's top", round(utilization, 3), "ratio",
+                         threshold=high, comparison="<=",
+                         finding=f"GPU utilization {utilization:.0%} is above {high.value:.0%}"
+                                 + (" with a growing queue" if growing else "")):
+        check.recommend("The GPU is saturated: add a GPU or replica (scale out) before the queue grows; "
+                        "pending requests rose from {:.0f} to {:.0f}.".format(pending[0], pending[-1]) if growing
+                        else "The GPU runs at the top of its band: plan capacity before traffic grows.")

@@ -1,0 +1,52 @@
+"""What the performance checks need to know about a model: batching, instances, its latency
+budget (the SLO's p99, else the named default) and its target load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .curve import instance_count
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    model: str
+    max_batch_size: int
+    instances: int
+    dynamic_batching: dict[str, Any] | None
+    sequence: bool
+    budget_p99_ms: float
+    budget_source: str  # "slo" or "default threshold capacity_default_p99_ms"
+    slo_p99_ms: float | None
+    min_throughput: float | None
+
+    @property
+    def preferred_batch_sizes(self) -> list[int]:
+        return [int(x) for x in (self.dynamic_batching or {}).get("preferred_batch_size", []) or []]
+
+    @property
+    def max_queue_delay_us(self) -> int:
+        return int((self.dynamic_batching or {}).get("max_queue_delay_microseconds", 0) or 0)
+
+    @property
+    def saturation_concurrency(self) -> int:
+        """2 x max_batch_size x instances: the rule of thumb for a saturated server."""
+        return 2 * max(1, self.max_batch_size) * self.instances
+
+
+def profile(settings: Any, model: str, config: dict[str, Any]) -> ModelProfile:
+    slo = settings.slo_for(model)
+    default = settings.threshold("capacity_default_p99_ms")
+    budget, source = (slo.p99_ms, "slo") if slo.p99_ms is not None else (
+        default.value, f"default threshold capacity_default_p99_ms ({default.source})")
+    return ModelProfile(
+        model, int(config.get("max_batch_size", 0) or 0), instance_count(config),
+        config.get("dynamic_batching") or None, config.get("sequence_batching") is not None, budget, source, slo.p99_ms, slo.min_throughput,
+    )
+
+
+def ready_models(target: Any) -> list[str]:
+    """Models in scope that are READY (the others are CFG-1's business)."""
+    ready = {e["name"] for e in target.client.repository_index() if e.get("state") == "READY"}
+    return [m for m in target.models() if m in ready]

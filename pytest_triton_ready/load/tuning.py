@@ -1,0 +1,59 @@
+"""--triton-tune-batching: reload a model with a few max_queue_delay_microseconds values (config
+overrides, so the model files are untouched), measure each at saturation, pick the best
+throughput within the latency budget, and restore the original config whatever happened."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from .curve import CurvePoint
+
+
+@dataclass
+class TuneOutcome:
+    points: dict[int, CurvePoint] = field(default_factory=dict)
+    best: int | None = None
+    restored: bool = True
+    restore_error: str | None = None
+    skipped: str | None = None
+
+
+def tune_queue_delay(target: Any, load: Any, prof: Any, delays: list[int], cap: int = 0) -> TuneOutcome:
+    client = target.client
+    outcome = TuneOutcome()
+    original = copy.deepcopy(client.model_config(prof.model, fresh=True))
+    concurrency = min(prof.saturation_concurrency, cap) if cap > 0 else prof.saturation_concurrency
+    try:
+        for delay in delays:
+            config = copy.deepcopy(original)
+            config.setdefault("dynamic_batching", {})["max_queue_delay_microseconds"] = int(delay)
+            try:
+                client.load(prof.model, config=config)
+            except Exception as exc:  # model control not explicit, or the API is restricted
+                outcome.skipped = f"reload with a config override was refused: {_text(exc)}"
+                return outcome
+            m = load.measure(prof.model, concurrency=concurrency, server_stats=False)
+            outcome.points[int(delay)] = CurvePoint(concurrency, m.stats.throughput_infer_s, m.stats.p50_ms,
+                                                    m.stats.p99_ms, m.stats.success_rate, m.trustworthy, m.problem())
+    finally:
+        if outcome.points:
+            try:
+                client.load(prof.model, config=original)
+                now = client.model_config(prof.model, fresh=True).get("dynamic_batching", {})
+                if int(now.get("max_queue_delay_microseconds", 0)) != prof.max_queue_delay_us:
+                    outcome.restored, outcome.restore_error = False, "the reloaded config differs from the original"
+            except Exception as exc:
+                outcome.restored, outcome.restore_error = False, _text(exc)
+    within = {d: p for d, p in outcome.points.items()
+              if p.trustworthy and p.p99_ms is not None and p.p99_ms <= prof.budget_p99_ms}
+    if within:
+        outcome.best = max(within, key=lambda d: within[d].throughput_infer_s)
+    return outcome
+
+
+def _text(exc: BaseException) -> str:
+    message = getattr(exc, "message", None)
+    text = message() if callable(message) else str(exc)
+    return (text or type(exc).__name__).strip().splitlines()[0]

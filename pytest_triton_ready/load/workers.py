@@ -1,0 +1,167 @@
+"""Worker processes, for when one Python process cannot drive the server: the load is split
+across processes (concurrency or rate divided), each runs its own event loop and transport, and
+their windows are merged in the parent by window index (HdrHistograms travel encoded).
+
+Windows line up because every worker starts at the same wall-clock instant chosen by the parent.
+The parent decides when to stop (stability, validity, max windows) and tells all workers at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+from .senders import make_sender
+from .server_side import window_delta
+from .stats import Tally
+from .traffic import Traffic, TrafficPlan, TrafficResult, Window, summarize
+
+IN_FLIGHT_PER_WORKER = 32
+RATE_PER_WORKER = 4000.0
+START_DELAY_S = 1.0
+
+
+def auto_workers(concurrency: int | None = None, rate: float | None = None, cores: int | None = None) -> int:
+    """How many processes to use: one per 32 requests in flight (or 4000 requests/s), at most half
+    the cores (the other half is the server's when it runs on the same host), at least one."""
+    cores = cores or os.cpu_count() or 1
+    limit = max(1, cores // 2)
+    need = math.ceil((concurrency or 0) / IN_FLIGHT_PER_WORKER) if concurrency else math.ceil((rate or 0) / RATE_PER_WORKER)
+    return max(1, min(limit, need))
+
+
+def split(total: float, parts: int, integer: bool) -> list[float]:
+    if integer:
+        base, extra = divmod(int(total), parts)
+        return [base + (1 if i < extra else 0) for i in range(parts)]
+    return [total / parts] * parts
+
+
+def _worker_main(index: int, plan: TrafficPlan, transport: dict, start_at: float, out: Any, stop: Any) -> None:
+    async def run() -> None:
+        sender = make_sender(transport["protocol"], transport["grpc_url"], transport["http_url"],
+                             transport["headers"], transport["timeout_s"], transport["in_flight"])
+
+        def on_window(window: Window, tallies: dict[str, Tally]) -> None:
+            out.put(("window", index, window.index, window.start_s, window.end_s,
+                     {m: t.to_wire() for m, t in tallies.items()}))
+
+        traffic = Traffic(plan, sender, on_window=None)
+        traffic.on_tallies = on_window
+        traffic.counter_base = (traffic.counter_base + index * (1 << 20)) % (1 << 24)
+        threading.Thread(target=lambda: (stop.wait(), traffic.stop()), daemon=True).start()
+        delay = start_at - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        result = await traffic.run()
+        out.put(("done", index, {m: t.to_wire() for m, t in _overall(traffic).items()}, result.in_flight_at_stop))
+
+    try:
+        asyncio.run(run())
+    except BaseException as exc:  # reported to the parent, which raises it
+        out.put(("error", index, f"{type(exc).__name__}: {exc}"))
+
+
+def _overall(traffic: Traffic) -> dict[str, Tally]:
+    return traffic.recorder.overall
+
+
+def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any = None,
+                   stop_when: Callable[[list[Window]], bool] | None = None,
+                   max_wait_s: float = 3600.0) -> TrafficResult:
+    """Run `plan` split across `workers` processes; windows merged, `stop_when` decided here."""
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    stop = context.Event()
+    shares = []
+    for i in range(workers):
+        share = TrafficPlan(**{**plan.__dict__})
+        share.bin_s = None
+        if plan.mode == "closed":
+            share.concurrency = {m: int(split(n, workers, True)[i]) for m, n in plan.concurrency.items()}
+        else:
+            share.rates = {m: split(r, workers, False)[i] for m, r in plan.rates.items()}
+        shares.append(share)
+    start_at = time.time() + START_DELAY_S + 0.2 * workers
+    processes = [context.Process(target=_worker_main, args=(i, shares[i], {**transport, "in_flight": max(
+        1, sum(shares[i].concurrency.values()) or plan.max_in_flight)}, start_at, out, stop), daemon=True)
+        for i in range(workers)]
+    for process in processes:
+        process.start()
+    snapshots: dict[str, Any] = {}
+    if probe is not None:  # the first window's server delta starts where warm-up ends
+        threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s,
+                        lambda: snapshots.setdefault("last", probe.snapshot())).start()
+    pending: dict[int, dict[int, tuple]] = {}
+    windows: list[Window] = []
+    recent: list[dict[str, Tally]] = []
+    finals: dict[int, tuple] = {}
+    errors = []
+    deadline = time.time() + max_wait_s + START_DELAY_S
+    started_mono = time.monotonic() + (start_at - time.time())
+    if plan.duration_s is not None:
+        threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s + plan.duration_s, stop.set).start()
+    try:
+        while len(finals) + len(errors) < workers and time.time() < deadline:
+            try:
+                message = out.get(timeout=0.5)
+            except queue.Empty:
+                if not any(p.is_alive() for p in processes):
+                    break
+                continue
+            kind = message[0]
+            if kind == "error":
+                errors.append(message[2])
+                stop.set()
+            elif kind == "done":
+                finals[message[1]] = (message[2], message[3])
+            elif kind == "window":
+                _, worker, index, begin, end, wire = message
+                pending.setdefault(index, {})[worker] = (begin, end, wire)
+                if len(pending[index]) == workers:
+                    parts = pending.pop(index)
+                    tallies = _merge_parts([p[2] for p in parts.values()])
+                    stats, by_model = summarize(tallies, end - begin)
+                    window = Window(index, begin, end, stats, by_model)
+                    if probe is not None:
+                        snapshot = probe.snapshot()
+                        if "last" in snapshots:
+                            window.server = window_delta(snapshots["last"], snapshot)
+                        snapshots["last"] = snapshot
+                    windows.append(window)
+                    recent = (recent + [tallies])[-3:]
+                    if stop_when is not None and stop_when(windows):
+                        stop.set()
+    finally:
+        stop.set()
+        for process in processes:
+            process.join(10)
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+    if errors:
+        raise RuntimeError(f"a load worker failed: {errors[0]}")
+    ended = time.monotonic()
+    overall = _merge_parts([f[0] for f in finals.values()])
+    duration = max(0.0, ended - started_mono - plan.warmup_s)
+    stats, by_model = summarize(overall, duration)
+    return TrafficResult(stats, by_model, windows, None, recent, plan.mode, started_mono, ended,
+                         sum(f[1] for f in finals.values()))
+
+
+def _merge_parts(parts: list[dict[str, dict]]) -> dict[str, Tally]:
+    merged: dict[str, Tally] = {}
+    for part in parts:
+        for model, wire in part.items():
+            tally = Tally.from_wire(wire)
+            if model in merged:
+                merged[model].merge(tally)
+            else:
+                merged[model] = tally
+    return merged

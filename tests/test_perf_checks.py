@@ -1,0 +1,177 @@
+"""The performance checks (PERF-1, PERF-2, CFG-2, GPU band) run through pytester against the real
+demo server, with the load rules shortened so each run takes seconds; assertions are on the
+outcomes and on the report's content."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# In-process pytester runs forget modules first imported inside them; grpc's and numpy's C
+# extensions do not survive being imported twice, so everything a run touches is imported here.
+import aiohttp  # noqa: F401
+import grpc  # noqa: F401
+import tritonclient.grpc  # noqa: F401
+import tritonclient.http  # noqa: F401
+from pytest_triton_ready.load import engine, tuning  # noqa: F401
+from pytest_triton_ready.load import curve, profile  # noqa: F401
+
+DATA = Path(__file__).resolve().parent / "data" / "h200-triton-2.51"
+CHECKS = Path(__file__).resolve().parent.parent / "checks"
+
+SHORT = ("--triton-threshold=load_warmup_s=0.3", "--triton-threshold=load_window_s=0.4",
+         "--triton-threshold=load_min_duration_s=1.2", "--triton-threshold=load_min_requests=30",
+         "--triton-threshold=load_max_windows=6", "--triton-threshold=load_stability_tolerance=0.6",
+         "--triton-threshold=curve_max_concurrency=8")
+
+FACTS_READER = textwrap.dedent('''
+    import pytest
+
+    @pytest.mark.triton_check("OPS-2")
+    def test_reads_capacity(triton_facts, check):
+        """Reads what PERF-2 published."""
+        capacity = triton_facts["perf.capacity"]["scale"]
+        assert set(capacity) == {"max_throughput_within_slo_infer_s", "p99_ms", "concurrency", "instances",
+                                 "slo_p99_ms"}
+        for key in ("max_throughput_within_slo_infer_s", "p99_ms", "concurrency", "instances"):
+            check.measure(key, capacity[key])
+        check.measure("slo_p99_ms", capacity["slo_p99_ms"])
+''')
+
+
+def _measures(result, model=None):
+    return {m["name"]: m for m in result["measurements"] if model is None or m["model"] == model}
+
+
+def test_performance_phase_on_the_demo_scale_model(run_checklist, pytester):
+    """PERF-1 passes with latency percentiles and server times, PERF-2 draws its curve and
+    publishes the capacity facts a later check reads, CFG-2 sees batches larger than one."""
+    reader = pytester.makepyfile(test_facts_reader=FACTS_READER)
+    run = run_checklist("test_performance.py", str(reader),
+                        args=("--triton-models=scale", "--triton-slo-p99-ms=500", *SHORT))
+    perf1 = run.result("test_benchmark_meets_slo_at_target_load")
+    assert perf1["verdict"] == "pass", perf1
+    m = _measures(perf1, "scale")
+    assert m["p99 latency"]["threshold"] == 500 and m["p99 latency"]["passed"]
+    assert m["throughput"]["unit"] == "infer/s" and m["throughput"]["value"] > 50
+    assert m["server compute_infer time per request"]["value"] > 0
+    assert m["client CPU per request"]["unit"] == "us"
+
+    perf2 = run.result("test_throughput_latency_curve")
+    assert perf2["verdict"] == "pass", perf2
+    chart = perf2["charts"][0]
+    assert chart["x_label"] == "throughput (infer/s)" and chart["y_label"] == "latency (ms)"
+    assert len(chart["series"][1]["points"]) >= 3  # p99 at concurrency 1, 2, 4, 8
+    m = _measures(perf2, "scale")
+    assert {"throughput at concurrency 1", "throughput at concurrency 8", "knee concurrency",
+            "max throughput within SLO"} <= set(m)
+
+    reader_result = run.result("test_reads_capacity")
+    assert reader_result["verdict"] == "pass", reader_result
+    facts = _measures(reader_result)
+    assert facts["instances"]["value"] == 2
+    assert facts["slo_p99_ms"]["value"] == 500
+    assert facts["max_throughput_within_slo_infer_s"]["value"] == m["max throughput within SLO"]["value"] or \
+        abs(facts["max_throughput_within_slo_infer_s"]["value"] - m["max throughput within SLO"]["value"]) < 0.1
+    assert facts["concurrency"]["value"] in (1, 2, 4, 8)
+
+    cfg2 = run.result("test_dynamic_batching_under_stress")
+    assert cfg2["verdict"] in ("pass", "fail"), cfg2
+    m = _measures(cfg2, "scale")
+    assert m["saturation concurrency"]["value"] == 8
+    assert m["average batch size"]["value"] > 1.0, m["average batch size"]
+    assert m["queue share of server latency"]["unit"] == "ratio"
+
+    gpu = run.result("test_gpu_utilization_under_load")
+    assert gpu["verdict"] == "not_applicable" and "GPU" in gpu["reason"]
+
+
+def test_an_slo_the_model_cannot_meet_fails_perf1_and_perf2(run_checklist):
+    run = run_checklist("test_performance.py", args=("--triton-models=scale", "--triton-slo-p99-ms=0.05", *SHORT,
+                                                     "-k", "benchmark or curve"))
+    perf1 = run.result("test_benchmark_meets_slo_at_target_load")
+    assert perf1["verdict"] == "fail", perf1
+    assert any("exceeds the 0.05 ms budget" in f["message"] for f in perf1["findings"])
+    perf2 = run.result("test_throughput_latency_curve")
+    assert perf2["verdict"] == "fail"
+    assert any("no concurrency keeps p99 within 0.05 ms" in f["message"] for f in perf2["findings"])
+
+
+def test_an_unstable_measurement_is_incomplete_not_pass(run_checklist):
+    """A stability tolerance no real run can meet: PERF-1 must say INCOMPLETE, naming the spread."""
+    args = [a for a in SHORT if "stability_tolerance" not in a and "max_windows" not in a]
+    run = run_checklist("test_performance.py", args=("--triton-models=scale", *args, "-k", "benchmark",
+                                                     "--triton-threshold=load_stability_tolerance=0.0001",
+                                                     "--triton-threshold=load_max_windows=3"))
+    perf1 = run.result("test_benchmark_meets_slo_at_target_load")
+    assert perf1["verdict"] == "incomplete", perf1
+    assert "unstable" in perf1["reason"] and "spread" in perf1["reason"]
+
+
+def test_target_load_from_min_throughput_runs_open_loop(run_checklist):
+    """With a min_throughput SLO, PERF-1 offers that rate (Poisson) and compares achieved/offered."""
+    run = run_checklist("test_performance.py", args=("--triton-models=scale", "--triton-slo-p99-ms=500",
+                                                     "--triton-slo-min-throughput=100", *SHORT, "-k", "benchmark"))
+    perf1 = run.result("test_benchmark_meets_slo_at_target_load")
+    assert perf1["verdict"] == "pass", perf1
+    m = _measures(perf1, "scale")
+    assert m["offered load (Poisson)"]["value"] == 100
+    assert m["achieved / offered throughput"]["passed"] is True
+    assert 0.8 <= m["throughput"]["value"] / 100 <= 1.2
+
+
+def test_cfg2_not_applicable_without_a_batching_model(run_checklist):
+    run = run_checklist("test_performance.py", args=("--triton-models=accumulate", *SHORT, "-k", "batching"))
+    cfg2 = run.result("test_dynamic_batching_under_stress")
+    assert cfg2["verdict"] == "not_applicable", cfg2
+
+
+def test_gpu_band_reads_real_h200_metrics(run_checklist, pytester):
+    """No GPU here: the `gpu` fixture reads a real H200 capture (44% utilization under a load its
+    client could not push harder). The check's real path must fail the 70% floor and recommend."""
+    pytester.makeconftest(textwrap.dedent(f'''
+        import pytest
+        from pytest_triton_ready.gpu import GpuReader
+        from pytest_triton_ready.metrics import MetricsSnapshot
+
+        CAPTURE = {str(DATA / "metrics_load.txt")!r}
+
+        @pytest.fixture(scope="session")
+        def gpu():
+            text = open(CAPTURE).read()
+            return GpuReader(lambda: MetricsSnapshot.parse(text), same_host=False)
+    '''))
+    checks = pytester.path / "gpu_checks"  # the conftest applies to the checks copied beside it
+    checks.mkdir()
+    (checks / "test_gpu_band_copy.py").write_text((CHECKS / "test_performance.py").read_text())
+    (checks / "conftest.py").write_text((pytester.path / "conftest.py").read_text())
+    run = run_checklist(str(checks / "test_gpu_band_copy.py"), args=("--triton-models=scale", *SHORT, "-k", "gpu"))
+    gpu = run.result("test_gpu_utilization_under_load")
+    assert gpu["verdict"] == "fail", gpu
+    m = _measures(gpu)
+    assert m["GPU utilization (mean)"]["value"] == pytest.approx(0.44)
+    assert m["GPU utilization (mean)"]["threshold"] == 0.70
+    assert any("add model instances" in r for r in gpu["recommendations"])
+    assert gpu["charts"][0]["title"] == "GPU utilization under load"
+
+
+def test_tune_batching_measures_delays_and_restores_the_config(run_checklist, demo_server):
+    """--triton-tune-batching reloads `scale` with config overrides for each delay, recommends one
+    and leaves the server with the original max_queue_delay_microseconds."""
+    from pytest_triton_ready.client import TritonClient
+
+    endpoints = demo_server.endpoints
+    client = TritonClient(endpoints.http_url, endpoints.grpc_url)
+    before = client.model_config("scale", fresh=True)["dynamic_batching"]["max_queue_delay_microseconds"]
+    run = run_checklist("test_performance.py", args=("--triton-models=scale", "--triton-slo-p99-ms=500", *SHORT,
+                                                     "-k", "batching", "--triton-tune-batching"))
+    cfg2 = run.result("test_dynamic_batching_under_stress")
+    m = _measures(cfg2, "scale")
+    assert {"throughput at max_queue_delay 0 us", "throughput at max_queue_delay 10000 us"} <= set(m), sorted(m)
+    assert any("set max_queue_delay_microseconds to" in r for r in cfg2["recommendations"]), cfg2["recommendations"]
+    assert not any("could not be restored" in f["message"] for f in cfg2["findings"])
+    after = client.model_config("scale", fresh=True)["dynamic_batching"]["max_queue_delay_microseconds"]
+    client.close()
+    assert after == before
