@@ -154,6 +154,17 @@ def test_attached_server_runs_only_the_forced_reload(run_checklist, demo_server)
         client.close()
 
 
+def test_no_fault_without_a_steady_state(run_checklist, demo_server):
+    # A success rate above 1 cannot be met: the steady state never holds, so nothing is reloaded.
+    run = run_checklist(RECOVERY, args=("--triton-threshold", "success_rate_min=1.5", "-k", "forced_reload"))
+    run.outcome.assert_outcomes(skipped=1)
+    result = run.result("test_forced_reload_under_traffic_loses_no_request")
+    assert result["verdict"] == "incomplete"
+    assert result["reason"].startswith("no steady state before the fault, so no fault was injected: ")
+    assert not [m for m in result["measurements"] if m["name"].startswith("failed requests")]
+    assert _timeline(result)["markers"] == []  # no reload event: the fault was not injected
+
+
 def test_bad_faults_setting_is_one_readable_line(run_checklist, pytester):
     config = pytester.makefile(".yaml", triton_ready="faults:\n  rate_per_s: -5\n")
     run = run_checklist(RECOVERY, args=(f"--triton-config={config}", "-k", "forced_reload"))
