@@ -191,9 +191,16 @@ def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings):
     elif outcome.ready_drop_s is None or outcome.ready_drop_s > outcome.exit_s:
         check.finding("readiness did not drop before the process exited: a load balancer kept sending to a "
                       "server that was going away")
+    if outcome.shutdown_log:
+        check.evidence("server log from SIGTERM to the exit", outcome.shutdown_log)
     check.measure("exit code", outcome.exit_code, threshold=0, comparison="==",
                   finding=f"the server exited with code {outcome.exit_code} after SIGTERM, not 0: it did not stop "
                           "cleanly (see the server log)")
+    if outcome.held_by_connections:
+        check.finding("open HTTP connections held the server after SIGTERM (\"Found N HTTP service connections\"): "
+                      "Triton waits for them, up to its exit timeout, before it stops the models", severity="warning")
+        check.recommend("Keep --exit-timeout-secs below the orchestrator's grace period, and make clients and "
+                        "proxies close idle keep-alive connections once readiness drops.")
     check.measure("processes left behind after the exit", len(outcome.left_behind), "processes", threshold=0,
                   comparison="<=", finding=f"processes of the stopped server still run: pids {outcome.left_behind}")
     unknown_model = {r: n for r, n in outcome.refused.items() if "no available versions" in r}

@@ -516,6 +516,8 @@ class FaultInjector:
         outcome.classify(self.errors_after(outcome, sigterm_at))
         wait_until(lambda: not still_running(before), 5)
         outcome.left_behind = still_running(before)
+        log = launcher.log_text(400)
+        outcome.shutdown_log = log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else ""
         started = time.monotonic()
         try:
             launcher.stop()

@@ -119,6 +119,12 @@ class ShutdownOutcome(Outcome):
     refused: dict[str, int] = field(default_factory=dict)
     left_behind: list[int] = field(default_factory=list)
     restart_s: float | None = None
+    shutdown_log: str = ""  # the server's log from the signal to the exit
+
+    @property
+    def held_by_connections(self) -> bool:
+        """Triton 2.51 waits for open HTTP connections before it stops the models."""
+        return "HTTP service connections" in self.shutdown_log
 
     @property
     def lost_requests(self) -> int:
