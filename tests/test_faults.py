@@ -114,6 +114,7 @@ def test_every_experiment_on_an_owned_server(run_checklist, pytester):
     assert _measurement(sigterm, "requests lost (taken, then failed or cut without an answer)")["value"] == 0
     assert _measurement(sigterm, "requests refused cleanly after SIGTERM")["value"] > 0
     assert _measurement(sigterm, "exit code")["value"] == 0
+    assert _measurement(sigterm, "processes of the stopped server left behind")["value"] == 0
     log = next(e["text"] for e in sigterm["evidence"] if e["label"] == "server log from SIGTERM to the exit")
     assert log.startswith("Signal (15) received") and "successfully unloaded 'scale'" in log
     drop = _measurement(sigterm, "time from SIGTERM until readiness stopped answering 200")["value"]

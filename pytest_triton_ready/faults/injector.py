@@ -436,7 +436,7 @@ class FaultInjector:
                 killed = time.monotonic()
                 self.kill_server()
                 outcome.kill_s = time.monotonic() - killed
-                outcome.left_behind = still_running(before)
+                outcome.left_behind = still_running(before) if before else None if before else None
                 watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live") == 200,
                                    "ready": lambda: http_status(f"{http}/v2/health/ready") == 200,
                                    "first correct inference": correct_inference}, on_first=traffic.event)
@@ -515,7 +515,7 @@ class FaultInjector:
         self._steady(outcome, sigterm_at)
         outcome.classify(self.errors_after(outcome, sigterm_at))
         wait_until(lambda: not still_running(before), 5)
-        outcome.left_behind = still_running(before)
+        outcome.left_behind = still_running(before) if before else None
         log = launcher.log_text(400)
         outcome.shutdown_log = log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else ""
         started = time.monotonic()

@@ -98,7 +98,7 @@ class ServerRestartOutcome(Outcome):
     """The server SIGKILLed and started again by its launcher."""
 
     kill_s: float | None = None
-    left_behind: list[int] = field(default_factory=list)
+    left_behind: list[int] | None = None  # None: this launcher's processes cannot be seen from here
     live_s: float | None = None  # all from the SIGKILL
     ready_s: float | None = None
     first_inference_s: float | None = None
@@ -117,7 +117,7 @@ class ShutdownOutcome(Outcome):
     exit_timeout_s: float | None = None
     lost: dict[str, int] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
-    left_behind: list[int] = field(default_factory=list)
+    left_behind: list[int] | None = None  # None: this launcher's processes cannot be seen from here
     restart_s: float | None = None
     shutdown_log: str = ""  # the server's log from the signal to the exit
 
