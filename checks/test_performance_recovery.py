@@ -54,8 +54,10 @@ def _check_reload(outcome, check, triton_settings, what: str, rate_per_s: float)
 
 @pytest.mark.triton_check("PERF-4")
 def test_forced_reload_under_traffic_loses_no_request(faults, check, triton_settings, triton_facts):
-    """A forced reload of a model under traffic (a load with a changed config: a real reload) fails
-    no request (reload_failed_requests_max) and the reloaded model serves within reload_serve_max_s."""
+    """A forced model reload under traffic fails no request and serves within reload_serve_max_s.
+
+    The reload is a load with the effective config plus a harmless parameter (a load of an
+    unchanged model is a no-op); failed requests are compared with reload_failed_requests_max."""
     model = _fault_model(faults, check)
     outcome = faults.forced_reload(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
@@ -68,8 +70,10 @@ def test_forced_reload_under_traffic_loses_no_request(faults, check, triton_sett
 
 @pytest.mark.triton_check("PERF-4")
 def test_new_version_rollout_under_traffic_loses_no_request(faults, check, triton_settings, triton_facts):
-    """Rolling out version N+1 under traffic (a new version directory, then a load) fails no request
-    and N+1 serves within reload_serve_max_s. Runs on a scratch copy of the repository."""
+    """Rolling out version N+1 under traffic fails no request and N+1 serves within reload_serve_max_s.
+
+    Version N+1 (a new version directory) appears in a scratch copy of the model served by a second
+    server like the run's one, then a load picks it up; the repository under test is not touched."""
     model = _fault_model(faults, check)
     outcome = faults.version_rollout(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
@@ -84,8 +88,11 @@ def test_new_version_rollout_under_traffic_loses_no_request(faults, check, trito
 
 @pytest.mark.triton_check("PERF-4")
 def test_dead_instance_is_reported_and_recovers(faults, check, triton_settings, triton):
-    """When one model instance dies, the ready endpoints stop answering 200 (they must not hide a
-    dead instance), and unload + load brings every instance back within instance_recovery_max_s."""
+    """A dead model instance shows on the ready endpoints, and unload + load revives every instance.
+
+    One python backend stub is killed under traffic; /v2/health/ready and /v2/models/M/ready must
+    stop answering 200, and after unload + load every instance must answer a probe within
+    instance_recovery_max_s."""
     model = _fault_model(faults, check)
     outcome = faults.instance_restart(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
@@ -135,8 +142,10 @@ def test_dead_instance_is_reported_and_recovers(faults, check, triton_settings, 
 
 @pytest.mark.triton_check("PERF-4")
 def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
-    """After a crash (SIGKILL) the server started again by its launcher gives its first correct answer
-    within server_restart_max_s, and no process of the crashed server is left behind."""
+    """After a crash (SIGKILL) and restart the server answers correctly within server_restart_max_s.
+
+    The launcher starts it again on the same ports; the first correct answer is the same output
+    for the same input as before the crash, and no process of the crashed server may be left."""
     model = _fault_model(faults, check)
     outcome = faults.server_restart(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
@@ -165,9 +174,11 @@ def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
 
 @pytest.mark.triton_check("PERF-4")
 def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings):
-    """On SIGTERM under traffic the server stops being ready within shutdown_ready_drop_max_s and
-    before it exits, completes what it took, refuses the rest cleanly (no request lost:
-    shutdown_lost_requests_max), and exits by itself within its exit timeout."""
+    """SIGTERM under traffic drops readiness first, loses no request, and the server exits in time.
+
+    Readiness must stop answering 200 within shutdown_ready_drop_max_s and before the exit; requests
+    taken must complete and the rest be refused cleanly (shutdown_lost_requests_max); the process
+    must exit by itself, code 0, within its exit timeout, leaving nothing behind."""
     model = _fault_model(faults, check)
     outcome = faults.graceful_shutdown(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
