@@ -196,6 +196,18 @@ class TritonClient:
             import tritonclient.http as module
         return module
 
+    def reconnect(self) -> None:
+        """Close every HTTP connection and open a fresh client. Idle keep-alive connections would
+        otherwise hold a shutting-down server until its exit timeout."""
+        import tritonclient.http as httpclient
+
+        old = self.http
+        parts = urlsplit(self.http_url)
+        self.http = httpclient.InferenceServerClient(
+            parts.netloc, ssl=parts.scheme == "https", connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+        )
+        old.close()
+
     def close(self) -> None:
         self.http.close()
         if self._grpc is not None:

@@ -1,6 +1,6 @@
 """The pytest plugin: options, public fixtures, the `triton_check` marker and the report hooks.
 
-Public fixtures: `triton_settings`, `triton`, `triton_metrics`, `gpu`, `load`, `triton_facts`, `check`. Everything heavy (the
+Public fixtures: `triton_settings`, `triton`, `triton_metrics`, `gpu`, `load`, `faults`, `triton_facts`, `check`. Everything heavy (the
 tritonclient stack, a launched server) is created only when a check asks for it.
 """
 
@@ -134,6 +134,28 @@ def load(triton, gpu):
     from .load import LoadEngine
 
     return LoadEngine.for_target(triton, gpu_reader=gpu)
+
+
+@pytest.fixture(scope="session")
+def faults(triton, load, triton_settings):
+    """The fault injector (a FaultInjector) for the server under test; see docs/faults.md.
+
+    Low-level faults: `faults.kill_stub(model)`, `faults.kill_server()` / `faults.start_server()`,
+    `faults.terminate_server()` (SIGTERM), `faults.reload(model)` (a config override: a real
+    reload), `faults.unload_and_load(model)`. Experiments under open-loop traffic, each returning
+    an Outcome with a 100 ms timeline and its numbers: `forced_reload`, `version_rollout`,
+    `instance_restart`, `server_restart`, `graceful_shutdown`. Destructive ones need a server the
+    run owns (`faults.owns_process`; else `faults.destructive_unavailable()` says why) and leave
+    it ready again before they return. Durations and rate: the YAML section `faults:`.
+    """
+    from .faults import FaultInjector, FaultPlan
+
+    try:
+        plan = FaultPlan.from_section(triton_settings.section("faults"))
+    except (TypeError, ValueError) as exc:
+        where = triton_settings.config_file or "the settings"
+        pytest.fail(f"faults settings in {where}: {exc}", pytrace=False)
+    return FaultInjector(triton, load, plan, triton_settings.threshold("success_rate_min").value)
 
 
 @pytest.fixture(scope="session")

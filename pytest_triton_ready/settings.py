@@ -155,6 +155,8 @@ YAML_SCHEMA: dict[str, Any] = {
         "leak_min_growth_mb": float, "pending_growth_max": float, "runner_memory_slope_max_mb_h": float,
         "dropped_max": float,
     },
+    "faults": {"model": str, "rate_per_s": float, "steady_s": float, "observe_s": float, "settle_s": float,
+               "recovery_timeout_s": float, "probe_span_s": float, "protocol": str},
     "performance": {"tune_batching": bool, "tune_queue_delays_us": [int]},
 }
 ROLLOUTS = ("canary", "blue-green")

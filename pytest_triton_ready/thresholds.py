@@ -61,6 +61,12 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "load_max_windows": ThresholdSpec(10, "windows", "windows measured at most before a measurement is declared unstable"),
     "load_min_duration_s": ThresholdSpec(6.0, "s", "validity: shortest span of the reported windows"),
     "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows"),
+    "reload_failed_requests_max": ThresholdSpec(0, "requests", "requests that may fail while a model reloads or a new version rolls out under traffic"),
+    "reload_serve_max_s": ThresholdSpec(30.0, "s", "longest time from a reload request until the reloaded (or new) version serves"),
+    "instance_recovery_max_s": ThresholdSpec(30.0, "s", "longest time from the recovery action (unload + load) until every instance of the model answers"),
+    "server_restart_max_s": ThresholdSpec(60.0, "s", "longest time from a server crash (SIGKILL) and restart until the first correct inference"),
+    "shutdown_lost_requests_max": ThresholdSpec(0, "requests", "requests the server may take and then drop without an answer during a graceful shutdown (SIGTERM)"),
+    "shutdown_ready_drop_max_s": ThresholdSpec(1.0, "s", "longest time from SIGTERM until readiness stops answering 200"),
     # performance phase (PERF-1, PERF-2) and CFG-2
     "capacity_default_p99_ms": ThresholdSpec(100.0, "ms", "p99 budget that defines 'within SLO' for a model with no p99 SLO"),
     "perf_target_concurrency": ThresholdSpec(8, "requests", "PERF-1 closed-loop concurrency for a model with no min_throughput SLO"),

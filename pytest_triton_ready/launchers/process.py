@@ -54,7 +54,7 @@ def end_group(process: subprocess.Popen, grace_s: float = 10.0, sig: int = signa
         process.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         pass
-    kill_group(pgid)
+    kill_group(pgid, process)
     try:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -63,8 +63,11 @@ def end_group(process: subprocess.Popen, grace_s: float = 10.0, sig: int = signa
     return process.returncode
 
 
-def kill_group(pgid: int) -> None:
-    """SIGKILL every process left in the group and wait until none remains (at most 5 s)."""
+def kill_group(pgid: int, leader: subprocess.Popen | None = None) -> None:
+    """SIGKILL every process left in the group and wait until none remains (at most 5 s).
+
+    The group leader is reaped on the way (`leader.poll()`): an unreaped leader stays a zombie
+    member of its group, and the group would look alive until the deadline."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         try:
@@ -73,6 +76,8 @@ def kill_group(pgid: int) -> None:
             return
         except PermissionError:
             return
+        if leader is not None:
+            leader.poll()
         time.sleep(0.05)
 
 

@@ -1,0 +1,559 @@
+"""FaultInjector: breaks the server under test on purpose, under open-loop traffic, and brings it
+back. What the `faults` fixture hands a check.
+
+Low-level faults: `kill_stub`, `kill_server` + `start_server`, `terminate_server` (SIGTERM),
+`reload` (a config override: a real reload), `unload_and_load`. Experiments (steady state, fault,
+recovery, timeline): `forced_reload`, `version_rollout`, `instance_restart`, `server_restart`,
+`graceful_shutdown`. Every destructive experiment leaves the server ready, every instance
+answering, before it returns (`restore`), so the checks after it measure a healthy server.
+"""
+
+from __future__ import annotations
+
+import copy
+import signal
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+
+from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
+from .plan import FaultPlan
+from .probes import InstanceProber, Watcher, instance_count, wait_until
+from .processes import ServerProcesses, StubProcess, still_running
+from .scratch import ScratchUnsupported, add_version, numeric_versions, scratch_server
+from .timeline import event_time, failed_between, peak_p99_ms, recovered_at, steady_state
+
+RELOAD_MARKER = "triton_ready_reload"
+
+
+def http_status(url: str, timeout_s: float = 1.0) -> int | None:
+    """The status of a GET on a fresh connection (as a load balancer's probe sees it); None when
+    nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def with_reload_marker(config: dict[str, Any]) -> dict[str, Any]:
+    """The effective config with one harmless change (a model parameter no backend reads), so that
+    a load with it is a real reload; a load of an unchanged model is a no-op."""
+    changed = copy.deepcopy(config)
+    parameters = changed.get("parameters") or {}
+    parameters[RELOAD_MARKER] = {"string_value": f"{time.time():.6f}"}
+    changed["parameters"] = parameters
+    return changed
+
+
+class FaultInjector:
+    """Fault injection against one Target, with traffic from one LoadEngine."""
+
+    def __init__(self, target: Any, engine: Any, plan: FaultPlan, success_rate_min: float = 0.999) -> None:
+        self.target = target
+        self.engine = engine
+        self.plan = plan
+        self.success_rate_min = success_rate_min
+        self.processes = ServerProcesses(target.launcher)
+
+    # -- what can be done here -----------------------------------------------------------------
+    @property
+    def owns_process(self) -> bool:
+        """True when the run started the server and may kill, restart and signal it."""
+        return bool(self.target.owns_process)
+
+    def destructive_unavailable(self) -> str | None:
+        """Why destructive experiments cannot run here, or None when they can."""
+        if not self.owns_process:
+            return (f"the server is attached ({self.target.endpoints.http_url}), not owned by this run: "
+                    "killing instances or the server needs a launcher that owns it (--triton-launch=embedded "
+                    "or container)")
+        return None
+
+    @property
+    def client(self):
+        return self.target.client
+
+    def choose_model(self) -> str | None:
+        """The model the experiments break: `faults.model`, else the first READY stateless model
+        in scope, python backend and most instances first (a stub can be killed, one instance of
+        several can fail)."""
+        ready = {e["name"] for e in self.client.repository_index() if e.get("state") == "READY"}
+        if self.plan.model:
+            return self.plan.model if self.plan.model in ready else None
+        candidates = []
+        for model in self.target.models():
+            if model not in ready:
+                continue
+            config = self.client.model_config(model)
+            if "sequence_batching" in config or (config.get("model_transaction_policy") or {}).get("decoupled"):
+                continue
+            candidates.append((config.get("backend") != "python", -instance_count(config), model))
+        return min(candidates)[2] if candidates else None
+
+    def new_client(self, http_url: str | None = None, grpc_url: str | None = None, timeout_s: float = 5.0):
+        from ..client import TritonClient
+
+        endpoints = self.target.endpoints
+        settings = self.target.settings
+        return TritonClient(http_url or endpoints.http_url, grpc_url or endpoints.grpc_url, settings.headers,
+                            timeout_s, settings.triton_dynamic_dim, settings.input_shapes)
+
+    def prober(self, model: str, client_factory: Callable[[], Any] | None = None, client: Any = None) -> InstanceProber:
+        config = (client or self.client).model_config(model, fresh=True)
+        return InstanceProber(client_factory or self.new_client, model, instance_count(config), self.plan.probe_span_s)
+
+    def every_instance_answers(self, prober: InstanceProber, traffic: Any = None) -> bool:
+        """One probe of every instance answered correctly, and the traffic (when given) had no
+        error meanwhile."""
+        since = traffic.elapsed_s() if traffic is not None else None
+        if not prober.probe().every_instance_answers:
+            return False
+        if traffic is None:
+            return True
+        bins, _ = traffic.timeline_so_far()
+        return not any(b.errors for b in bins if b.t_s >= since)
+
+    # -- low-level faults ------------------------------------------------------------------------
+    def stubs(self, model: str) -> list[StubProcess]:
+        """The live python backend stubs serving `model`'s instances."""
+        return self.processes.stubs(model)
+
+    def kill_stub(self, model: str, instance: str | None = None) -> StubProcess:
+        """SIGKILL the stub of one instance of `model` (the first one, or `instance`)."""
+        stubs = [s for s in self.stubs(model) if instance is None or s.instance == instance]
+        if not stubs:
+            raise LookupError(f"no python backend stub of {model}" + (f" instance {instance}" if instance else ""))
+        self.processes.signal(stubs[0].pid, signal.SIGKILL)
+        return stubs[0]
+
+    def reload(self, model: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A real reload of `model`: a load with its effective config plus a harmless change (or
+        `config`). Returns the config it loaded."""
+        config = config or with_reload_marker(self.client.model_config(model, fresh=True))
+        self.client.load(model, config=config)
+        return config
+
+    def unload_and_load(self, model: str) -> None:
+        """What recovers a model whose instance died on Triton up to 25.11: unload, then load."""
+        self.client.unload(model)
+        wait_until(lambda: not self.client.model_ready(model), 10)
+        self.client.load(model)
+
+    def kill_server(self) -> None:
+        """SIGKILL the server and everything it started (a crash), through its launcher."""
+        self.target.launcher.kill()
+
+    def start_server(self) -> None:
+        """Start the server again on the same ports, through its launcher."""
+        self.target.launcher.start()
+
+    def terminate_server(self) -> None:
+        """SIGTERM the server process, as an orchestrator does to stop it."""
+        self.processes.terminate_server()
+
+    # -- bringing it back ------------------------------------------------------------------------
+    def restore(self, model: str | None) -> str | None:
+        """Make sure the server is up, ready, and every instance of `model` answers: start it when
+        it is gone, unload + load the model when an instance is dead. None, or why it failed."""
+        timeout = self.plan.recovery_timeout_s
+        launcher = self.target.launcher
+        if self.owns_process and self.processes.exit_code() is not None:
+            try:
+                launcher.stop()
+                launcher.start()
+            except Exception as exc:
+                return f"the server could not be started again: {exc}"
+        if wait_until(lambda: self.client.ready(), timeout, 0.2) is None:
+            return f"the server was not ready again within {timeout:.0f} s"
+        if model is None:
+            return None
+        prober = self.prober(model)
+        try:
+            if not self.every_instance_answers(prober):
+                self.unload_and_load(model)
+                if wait_until(lambda: self.every_instance_answers(prober), timeout, 0.2) is None:
+                    return f"{model}: not every instance answered again within {timeout:.0f} s"
+        finally:
+            prober.close()
+        return None
+
+    # -- traffic ---------------------------------------------------------------------------------
+    def _traffic(self, model: str, engine: Any = None):
+        plan = self.plan
+        return (engine or self.engine).open_loop(model, rate=plan.rate_per_s, protocol=plan.protocol,
+                                                 late_drop_s=plan.late_drop_s)
+
+    def _require_steady(self, outcome: Outcome, traffic: Any) -> None:
+        """Before the fault: the steady state must hold, else no fault is injected (_Unsteady)."""
+        bins, _ = traffic.timeline_so_far()
+        steady = steady_state(bins, 0.0, traffic.elapsed_s(), self.success_rate_min)
+        if not steady.holds:
+            outcome.steady = steady
+            outcome.incomplete = f"no steady state before the fault, so no fault was injected: {steady.reason}"
+            raise _Unsteady(outcome.incomplete)
+
+    def _steady(self, outcome: Outcome, until_s: float | None) -> None:
+        if outcome.traffic is None or until_s is None:
+            return
+        outcome.steady = steady_state(outcome.bins, 0.0, until_s, self.success_rate_min)
+        if not outcome.steady.holds and outcome.incomplete is None:
+            outcome.incomplete = f"no steady state before the fault: {outcome.steady.reason}"
+
+    # -- experiments -----------------------------------------------------------------------------
+    def forced_reload(self, model: str) -> ReloadOutcome:
+        """Under traffic, reload `model` with a harmless config change (a real reload). Zero
+        downtime means no failed request; `serve_s` runs until the reloaded config answers."""
+        plan = self.plan
+        outcome = ReloadOutcome("forced reload", model)
+        client = self.client
+        try:
+            original = client.model_config(model, fresh=True)
+        except Exception as exc:
+            outcome.incomplete = f"the server did not give {model}'s configuration to reload it with: {_one_line(exc)}"
+            return outcome
+        changed = with_reload_marker(original)
+        marker = changed["parameters"][RELOAD_MARKER]
+        prober = self.prober(model)
+        traffic = self._traffic(model)
+        try:
+            with traffic:
+                time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
+                traffic.event("reload requested")
+                started = time.monotonic()
+                try:
+                    self.reload(model, changed)
+                except Exception as exc:
+                    outcome.incomplete = f"the server refused the reload: {_one_line(exc)}"
+                else:
+                    outcome.reload_call_s = time.monotonic() - started
+                    traffic.event("reload returned")
+                    serving = wait_until(
+                        lambda: (client.model_config(model, fresh=True).get("parameters") or {}).get(RELOAD_MARKER) == marker
+                        and prober.client.infer(model, protocol="grpc").ok, plan.recovery_timeout_s)
+                    if serving is not None:
+                        outcome.serve_s = time.monotonic() - started
+                        traffic.event("reloaded model serves")
+                time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
+        finally:
+            prober.close()
+        outcome.traffic = traffic.result
+        self._read_reload(outcome, "reload requested")
+        if outcome.reload_call_s is not None:
+            try:  # put the configuration the model had back (another real reload, outside traffic)
+                self.reload(model, original)
+            except Exception as exc:
+                outcome.notes.append(f"the original configuration could not be loaded back: {_one_line(exc)}")
+        return outcome
+
+    def version_rollout(self, model: str) -> ReloadOutcome:
+        """Roll out version N+1 of `model` under traffic, on a scratch copy of its repository
+        served by a second server like the run's one: the version appears on disk, a load picks it
+        up, and traffic without a version must keep flowing while N+1 replaces N."""
+        from ..load import LoadEngine
+
+        outcome = ReloadOutcome("new version rollout", model)
+        if not self.owns_process:
+            outcome.incomplete = self.destructive_unavailable()
+            return outcome
+        try:
+            with scratch_server(self.target.launcher, model) as (server, model_dir):
+                endpoints = server.endpoints
+                client = self.new_client(endpoints.http_url, endpoints.grpc_url, timeout_s=10.0)
+                try:
+                    engine = LoadEngine(client, endpoints.grpc_url, endpoints.http_url, self.target.settings.headers)
+                    self._rollout(outcome, client, engine, model_dir, endpoints)
+                finally:
+                    client.close()
+        except ScratchUnsupported as exc:
+            outcome.incomplete = str(exc)
+        return outcome
+
+    def _rollout(self, outcome: ReloadOutcome, client: Any, engine: Any, model_dir: Any, endpoints: Any) -> None:
+        plan = self.plan
+        model = outcome.model
+        versions = numeric_versions(model_dir)
+        old, new = versions[-1], versions[-1] + 1
+        outcome.old_version, outcome.new_version = str(old), str(new)
+        config = client.model_config(model, fresh=True)
+        override = None
+        if "specific" in (config.get("version_policy") or {}):
+            override = copy.deepcopy(config)
+            override["version_policy"] = {"specific": {"versions": [new]}}
+            outcome.notes.append(f"the version policy is `specific`: version {new} was named in a config override")
+        own: dict[str, Any] = {}  # the watcher's thread gets its own client: one HTTP client per thread
+
+        def new_version_serves() -> bool:
+            if "client" not in own:
+                own["client"] = self.new_client(endpoints.http_url, endpoints.grpc_url)
+            return own["client"].model_ready(model, str(new)) and own["client"].infer(model, version=str(new)).ok
+
+        watcher = Watcher({"new version serves": new_version_serves}, interval_s=0.05)
+        traffic = self._traffic(model, engine)
+        try:
+            with traffic:
+                time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
+                add_version(model_dir, old, new)
+                traffic.event(f"version {new} added, load requested")
+                watcher.on_first = traffic.event
+                watcher.start()
+                started = time.monotonic()
+                try:
+                    client.load(model, config=override)
+                except Exception as exc:
+                    outcome.incomplete = f"the server refused to load version {new}: {_one_line(exc)}"
+                else:
+                    outcome.reload_call_s = time.monotonic() - started
+                    traffic.event("load returned")
+                    if watcher.wait(plan.recovery_timeout_s):
+                        outcome.serve_s = watcher.first["new version serves"] + (watcher.started - started)
+                watcher.stop()
+                if "client" in own:
+                    own["client"].close()
+                time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
+        outcome.traffic = traffic.result
+        states = {e.get("version"): e.get("state") for e in client.repository_index() if e.get("name") == model}
+        outcome.old_version_state = states.get(str(old))
+        self._read_reload(outcome, f"version {new} added, load requested")
+
+    def _read_reload(self, outcome: ReloadOutcome, event: str) -> None:
+        fault_at = event_time(outcome.events, event)
+        self._steady(outcome, fault_at)
+        if fault_at is None:
+            return
+        bins = outcome.bins
+        outcome.failed_requests = failed_between(bins, fault_at)
+        outcome.baseline_p99_ms = outcome.steady.p99_ms if outcome.steady else None
+        outcome.peak_p99_ms = peak_p99_ms(bins, fault_at)
+
+    def instance_restart(self, model: str) -> InstanceRestartOutcome:
+        """Kill one instance of `model` (its python backend stub) under traffic. Watch what clients
+        see and what the ready endpoints say, then recover with unload + load and time until every
+        instance answers again."""
+        plan = self.plan
+        outcome = InstanceRestartOutcome("instance restart", model)
+        reason = self.destructive_unavailable()
+        if reason is None and not self.stubs(model):
+            reason = (f"{model} has no python backend stub process this run can see: an instance of another "
+                      "backend lives inside the server process and cannot be killed alone")
+        if reason:
+            outcome.incomplete = reason
+            return outcome
+        client = self.client
+        prober = self.prober(model)
+        outcome.instances = prober.instances
+        prober.take_reference()
+        traffic = self._traffic(model)
+        try:
+            with traffic:
+                time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
+                victim = self.kill_stub(model)
+                outcome.instance = victim.instance
+                traffic.event(f"stub {victim.instance} killed")
+                observe_until = time.monotonic() + plan.observe_s
+                while time.monotonic() < observe_until:
+                    outcome.server_ready_while_dead.append(client.get_status("/v2/health/ready"))
+                    outcome.model_ready_while_dead.append(client.get_status(f"/v2/models/{model}/ready"))
+                    time.sleep(0.1)
+                probe = prober.probe()
+                outcome.probe_while_dead = probe.describe()
+                outcome.unhealthy_instances = probe.unhealthy_instances
+                outcome.restarted_by_server = any(s.instance == victim.instance for s in self.stubs(model))
+                client.load(model)  # a plain load of an unchanged model: a no-op, no new stub
+                outcome.plain_load_recovered = any(s.instance == victim.instance for s in self.stubs(model))
+                traffic.event("recovery: unload + load")
+                started = time.monotonic()
+                self.unload_and_load(model)
+                traffic.event("load returned")
+                while time.monotonic() - started < plan.recovery_timeout_s:
+                    round_started = time.monotonic()
+                    if self.every_instance_answers(prober, traffic):
+                        outcome.recovery_s = round_started - started
+                        traffic.event("every instance answered a probe")
+                        break
+                    time.sleep(0.1)
+                time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
+        finally:
+            prober.close()
+        outcome.traffic = traffic.result
+        killed_at = event_time(outcome.events, f"stub {outcome.instance} killed")
+        self._steady(outcome, killed_at)
+        recovery_at = event_time(outcome.events, "recovery: unload + load")
+        if killed_at is not None:
+            bins = outcome.bins
+            outcome.failed_requests = failed_between(bins, killed_at)
+            outcome.failed_while_dead = failed_between(bins, killed_at, recovery_at)
+            outcome.failed_during_recovery = failed_between(bins, recovery_at) if recovery_at is not None else 0
+            dead = [b for b in bins if killed_at <= b.t_s < (recovery_at or killed_at)]
+            answered = sum(b.ok + b.errors for b in dead)
+            outcome.failure_share = sum(b.errors for b in dead) / answered if answered else None
+            back = recovered_at(bins, recovery_at or killed_at, plan.recovered_hold_s)
+            outcome.impact_s = back - killed_at if back is not None else None
+        outcome.restore_error = self.restore(model)
+        return outcome
+
+    def server_restart(self, model: str) -> ServerRestartOutcome:
+        """SIGKILL the server under traffic and start it again through its launcher: time to live,
+        to ready, to the first correct inference (the same answer as before the crash), and no
+        process of the old server left behind."""
+        plan = self.plan
+        outcome = ServerRestartOutcome("server restart", model)
+        outcome.incomplete = self.destructive_unavailable()
+        if outcome.incomplete:
+            return outcome
+        http = self.target.endpoints.http_url
+        prober = self.prober(model)
+        prober.take_reference()
+        probe_client = self.new_client(timeout_s=2.0)
+
+        def correct_inference() -> bool:
+            import numpy as np
+
+            inputs, outputs = prober.reference
+            answer = probe_client.infer(model, inputs)
+            return answer.ok and all(np.array_equal(v, answer.outputs.get(k)) for k, v in outputs.items())
+
+        before = self.processes.tree()
+        traffic = self._traffic(model)
+        starter_error: list[BaseException] = []
+        try:
+            with traffic:
+                time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
+                traffic.event("SIGKILL")
+                killed = time.monotonic()
+                self.kill_server()
+                outcome.kill_s = time.monotonic() - killed
+                outcome.left_behind = still_running(before) if before else None if before else None
+                watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live") == 200,
+                                   "ready": lambda: http_status(f"{http}/v2/health/ready") == 200,
+                                   "first correct inference": correct_inference}, on_first=traffic.event)
+                traffic.event("restart")
+                watcher.start()
+                # Started from this (long-lived) thread: the launcher's child dies with the thread
+                # that spawned it (PR_SET_PDEATHSIG), so never from a short-lived worker thread.
+                _catching(self.start_server, starter_error)()
+                watcher.wait(plan.recovery_timeout_s)
+                watcher.stop()
+                offset = watcher.started - killed
+                outcome.live_s, outcome.ready_s, outcome.first_inference_s = (
+                    watcher.first[name] + offset if name in watcher.first else None
+                    for name in ("live", "ready", "first correct inference"))
+                # The traffic's own channel may come back later than the server (reconnect backoff).
+                since = traffic.elapsed_s()
+                wait_until(lambda: any(b.ok for b in traffic.timeline_so_far()[0] if b.t_s >= since),
+                           plan.recovery_timeout_s, 0.1)
+                time.sleep(plan.settle_s)
+        except _Unsteady:
+            pass
+        finally:
+            prober.close()
+            probe_client.close()
+        if starter_error:
+            outcome.notes.append(f"the launcher could not start the server again: {_one_line(starter_error[0])}")
+        outcome.traffic = traffic.result
+        killed_at = event_time(outcome.events, "SIGKILL")
+        self._steady(outcome, killed_at)
+        if killed_at is not None:
+            outcome.failed_requests = failed_between(outcome.bins, killed_at)
+            back = recovered_at(outcome.bins, killed_at, plan.recovered_hold_s)
+            outcome.client_recovery_s = back - killed_at if back is not None else None
+        outcome.restore_error = self.restore(model)
+        return outcome
+
+    def graceful_shutdown(self, model: str) -> ShutdownOutcome:
+        """SIGTERM the server under traffic: requests in flight must complete, new ones be refused
+        cleanly (connection refused, or an answer that the model is unavailable), readiness must
+        drop before the process exits, and the exit must come within the exit timeout. Then the
+        server is started again for the checks after this one."""
+        plan = self.plan
+        outcome = ShutdownOutcome("graceful shutdown", model)
+        outcome.incomplete = self.destructive_unavailable()
+        if outcome.incomplete:
+            return outcome
+        launcher = self.target.launcher
+        outcome.exit_timeout_s = float(getattr(launcher, "exit_timeout_s", 30))
+        http = self.target.endpoints.http_url
+        # Idle keep-alive connections of this run's own client would hold the server until its
+        # exit timeout; a drained load balancer holds none either.
+        self.client.reconnect()
+        before = self.processes.tree()
+        traffic = self._traffic(model)
+        try:
+            with traffic:
+                time.sleep(plan.steady_s)
+                self._require_steady(outcome, traffic)
+                watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready") != 200,
+                                   "exited": lambda: self.processes.exit_code() is not None}, on_first=traffic.event)
+                outcome.in_flight_at_sigterm = traffic.in_flight
+                traffic.event("SIGTERM")
+                self.terminate_server()
+                watcher.start()
+                watcher.wait(outcome.exit_timeout_s + 10)
+                watcher.stop()
+                outcome.ready_drop_s = watcher.first.get("readiness dropped")
+                outcome.exit_s = watcher.first.get("exited")
+                outcome.exit_code = self.processes.exit_code()
+                time.sleep(min(plan.settle_s, 0.5))
+        except _Unsteady:
+            outcome.traffic = traffic.result
+            return outcome
+        outcome.traffic = traffic.result
+        sigterm_at = event_time(outcome.events, "SIGTERM")
+        self._steady(outcome, sigterm_at)
+        outcome.classify(self.errors_after(outcome, sigterm_at))
+        wait_until(lambda: not still_running(before), 5)
+        outcome.left_behind = still_running(before) if before else None
+        log = launcher.log_text(400)
+        outcome.shutdown_log = log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else ""
+        started = time.monotonic()
+        try:
+            launcher.stop()
+            launcher.start()
+            outcome.restart_s = time.monotonic() - started
+        except Exception as exc:
+            outcome.notes.append(f"the launcher could not start the server again: {_one_line(exc)}")
+        outcome.restore_error = self.restore(model)
+        return outcome
+
+    @staticmethod
+    def errors_after(outcome: Outcome, t_s: float | None) -> dict[str, int]:
+        """Errors by reason after the fault: the traffic's reasons, when no error came before it."""
+        errors = outcome.errors_by_reason
+        if t_s is None or failed_between(outcome.bins, 0.0, t_s) == 0:
+            return errors
+        outcome.notes.append("errors before the fault are counted with those after it")
+        return errors
+
+
+class _Unsteady(Exception):
+    """The steady state did not hold before the fault; the experiment stops there."""
+
+
+def _catching(function: Callable[[], Any], errors: list[BaseException]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            function()
+        except BaseException as exc:  # reported by the experiment, not lost in a thread
+            errors.append(exc)
+    return run
+
+
+def _one_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None)
+    text = text() if callable(text) else (text or str(exc) or type(exc).__name__)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
