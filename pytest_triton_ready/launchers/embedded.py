@@ -148,15 +148,19 @@ class EmbeddedLauncher:
         code = None
         if self.process is not None:
             code = end_group(self.process, self.exit_timeout_s + 5 if grace_s is None else grace_s)
+        self._close_log()
+        return code
+
+    def _close_log(self) -> None:
         if self._log:
             self._log.close()
             self._log = None
-        return code
 
     def kill(self) -> None:
         """SIGKILL the server and its stubs at once, as a crash would."""
         if self.process is not None:
             end_group(self.process, grace_s=0, sig=signal.SIGKILL)
+        self._close_log()
 
     def restart(self) -> Endpoints:
         """Kill if running, then start again on the same ports."""

@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from typing import IO, Sequence
 
@@ -34,10 +35,14 @@ def _die_with_parent() -> None:
 
 
 def spawn(argv: Sequence[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen:
-    """Start `argv` in a new process group that dies with this process."""
+    """Start `argv` in a new process group that dies with this process.
+
+    The kernel ties the parent-death signal to the thread that forked, so it is armed only from
+    the main thread; a server started from a worker thread is still ended at exit (atexit)."""
+    from_main_thread = threading.current_thread() is threading.main_thread()
     process = subprocess.Popen(
         list(argv), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True, preexec_fn=_die_with_parent,
+        start_new_session=True, preexec_fn=_die_with_parent if from_main_thread else None,
     )
     _LIVE_GROUPS.add(process.pid)
     return process
