@@ -240,9 +240,11 @@ def combine_server(windows: list[ServerWindow]) -> ServerWindow | None:
         inferences = sum(p.inference_count for p in parts)
         executions = sum(p.execution_count for p in parts)
         pending = [p.pending_requests for p in parts if p.pending_requests is not None]
+        from_metrics = [p.metrics_average_batch_size for p in parts if p.metrics_average_batch_size is not None]
         combined.models[model] = ModelWindow(model, success, sum(p.fail for p in parts), inferences, executions,
                                              stage_us, inferences / executions if executions else None,
-                                             max(pending) if pending else None)
+                                             max(pending) if pending else None,
+                                             sum(from_metrics) / len(from_metrics) if from_metrics else None)
     utilization = [w.gpu_utilization for w in windows if w.gpu_utilization is not None]
     memory = [w.gpu_memory_used_fraction for w in windows if w.gpu_memory_used_fraction is not None]
     combined.gpu_utilization = sum(utilization) / len(utilization) if utilization else None
