@@ -139,12 +139,12 @@ def _summary(rows: list[dict], args, load_before, load_after) -> int:
     print(f"model {args.model}, {args.protocol}, concurrency {args.concurrency}, batch {args.batch_size}, "
           f"{args.rounds} alternated rounds, windows of {args.window_s:g} s; "
           f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on {os.cpu_count()} CPUs")
-    print(f"| {'median of rounds':<18} | {'perf_analyzer':>14} | {'engine':>14} | {'engine / pa':>11} |")
-    print(f"| {'-' * 18} | {'-' * 14} | {'-' * 14} | {'-' * 11} |")
+    print(f"| {'median of rounds':<20} | {'perf_analyzer':>14} | {'engine':>14} | {'engine / pa':>11} |")
+    print(f"| {'-' * 20} | {'-' * 14} | {'-' * 14} | {'-' * 11} |")
     for key, label, unit in (("throughput", "throughput", "infer/s"), ("p50_ms", "p50 latency", "ms"),
                              ("p99_ms", "p99 latency", "ms")):
         pa, en = med["perf_analyzer"][key], med["engine"][key]
-        print(f"| {label + ' (' + unit + ')':<18} | {pa:>14.3f} | {en:>14.3f} | {en / pa:>11.3f} |")
+        print(f"| {label + ' (' + unit + ')':<20} | {pa:>14.3f} | {en:>14.3f} | {en / pa:>11.3f} |")
     ratio = med["engine"]["throughput"] / med["perf_analyzer"]["throughput"]
     p50_diff = med["engine"]["p50_ms"] / med["perf_analyzer"]["p50_ms"] - 1
     print(f"p50 difference: {p50_diff:+.1%} (target within 10%)")

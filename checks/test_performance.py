@@ -27,6 +27,11 @@ def _record_server_side(check, measurement, model):
             check.measure(f"server {stage} time per request", round(value, 1), "us", model=model)
     if server.average_batch_size is not None:
         check.measure("average batch size (server)", round(server.average_batch_size, 2), "requests", model=model)
+    if server.metrics_average_batch_size is not None:
+        check.measure("average batch size (metrics)", round(server.metrics_average_batch_size, 2), "requests",
+                      model=model)
+    if server.pending_requests is not None:
+        check.measure("pending requests (last window)", server.pending_requests, "requests", model=model)
     if server.queue_share is not None:
         check.measure("queue share of server latency", round(server.queue_share, 3), "ratio", model=model)
 

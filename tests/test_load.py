@@ -180,3 +180,12 @@ def test_windows_reach_the_callback_and_the_iterator_for_several_models(engine):
     assert window.server.models["identity"].success == pytest.approx(40, abs=10)
     assert result.timeline is None
     assert result.by_model["identity"].throughput_infer_s == pytest.approx(100, rel=0.15), result.to_dict()["by_model"]
+
+
+def test_bad_load_parameters_are_one_readable_error(engine):
+    with pytest.raises(ValueError, match="rate for identity must be positive, got 0"):
+        engine.open_loop("identity", rate=0)
+    with pytest.raises(ValueError, match="concurrency for identity must be positive"):
+        engine.closed_loop({"identity": -1})
+    with pytest.raises(ValueError, match="exactly one of concurrency"):
+        engine.measure("identity")

@@ -82,6 +82,8 @@ def test_performance_phase_on_the_demo_scale_model(run_checklist, pytester):
     m = _measures(cfg2, "scale")
     assert m["saturation concurrency"]["value"] == 8
     assert m["average batch size"]["value"] > 1.0, m["average batch size"]
+    # the statistics API and the Prometheus counters tell the same story
+    assert m["average batch size (metrics)"]["value"] == pytest.approx(m["average batch size"]["value"], rel=0.25)
     assert m["queue share of server latency"]["unit"] == "ratio"
 
     gpu = run.result("test_gpu_utilization_under_load")

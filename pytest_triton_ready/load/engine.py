@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -125,7 +124,7 @@ class LoadEngine:
         `window_s` closes a measurement window every so many seconds (stats per window, server
         deltas when `server_stats`), handed to `on_window` and to `.windows()`.
         """
-        rates = _rates(models, rate)
+        rates = _positive(_rates(models, rate), "rate")
         plan = TrafficPlan({m: self.pool(m, batch_size) for m in rates}, "open", rates=rates, poisson=poisson,
                            warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
                            max_in_flight=max_in_flight, late_drop_s=late_drop_s, duration_s=duration_s, seed=seed)
@@ -137,7 +136,7 @@ class LoadEngine:
                     max_bins: int = Timeline.DEFAULT_MAX_BINS, window_s: float | None = None,
                     on_window: Callable[[Window], Any] | None = None, server_stats: bool = False) -> BackgroundTraffic:
         """Closed-loop traffic: `concurrency` requests in flight per model (or {model: n})."""
-        counts = {m: int(n) for m, n in _rates(models, concurrency).items()}
+        counts = {m: int(n) for m, n in _positive(_rates(models, concurrency), "concurrency").items()}
         plan = TrafficPlan({m: self.pool(m, batch_size) for m in counts}, "closed", concurrency=counts,
                            warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
                            duration_s=duration_s)
@@ -241,9 +240,11 @@ def combine_server(windows: list[ServerWindow]) -> ServerWindow | None:
         inferences = sum(p.inference_count for p in parts)
         executions = sum(p.execution_count for p in parts)
         pending = [p.pending_requests for p in parts if p.pending_requests is not None]
+        from_metrics = [p.metrics_average_batch_size for p in parts if p.metrics_average_batch_size is not None]
         combined.models[model] = ModelWindow(model, success, sum(p.fail for p in parts), inferences, executions,
                                              stage_us, inferences / executions if executions else None,
-                                             max(pending) if pending else None)
+                                             max(pending) if pending else None,
+                                             sum(from_metrics) / len(from_metrics) if from_metrics else None)
     utilization = [w.gpu_utilization for w in windows if w.gpu_utilization is not None]
     memory = [w.gpu_memory_used_fraction for w in windows if w.gpu_memory_used_fraction is not None]
     combined.gpu_utilization = sum(utilization) / len(utilization) if utilization else None
@@ -258,3 +259,12 @@ def _rates(models: str | list[str] | Mapping[str, float], value: float | None) -
         raise ValueError("give a rate/concurrency, or a {model: value} mapping")
     names = [models] if isinstance(models, str) else list(models)
     return {m: value for m in names}
+
+
+def _positive(values: dict[str, float], what: str) -> dict[str, float]:
+    if not values:
+        raise ValueError(f"no model given to send {what} to")
+    for model, value in values.items():
+        if not value or value <= 0:
+            raise ValueError(f"{what} for {model} must be positive, got {value!r}")
+    return values

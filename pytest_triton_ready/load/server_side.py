@@ -37,6 +37,8 @@ class ModelWindow:
     stage_us: dict[str, float | None]
     average_batch_size: float | None
     pending_requests: float | None
+    metrics_average_batch_size: float | None = None  # the same ratio from nv_inference_count / _exec_count
+
 
     @property
     def request_us(self) -> float | None:
@@ -53,7 +55,8 @@ class ModelWindow:
         return {"model": self.model, "success": self.success, "fail": self.fail,
                 "inference_count": self.inference_count, "execution_count": self.execution_count,
                 "stage_us": self.stage_us, "average_batch_size": self.average_batch_size,
-                "pending_requests": self.pending_requests, "queue_share": self.queue_share}
+                "pending_requests": self.pending_requests, "queue_share": self.queue_share,
+                "metrics_average_batch_size": self.metrics_average_batch_size}
 
 
 @dataclass
@@ -138,13 +141,17 @@ def window_delta(before: ServerSnapshot, after: ServerSnapshot) -> ServerWindow:
             stage_us[stage] = diff(stage, "ns") / count / 1000.0 if count > 0 else None
         inferences = now["inference_count"] - then["inference_count"]
         executions = now["execution_count"] - then["execution_count"]
-        pending = None
+        pending = metrics_batch = None
         if after.metrics is not None:
             samples = after.metrics.select("nv_inference_pending_request_count", model=model)
             pending = sum(s.value for s in samples) if samples else None
+            if before.metrics is not None:
+                executed = after.metrics.delta(before.metrics, "nv_inference_exec_count", model=model)
+                inferred = after.metrics.delta(before.metrics, "nv_inference_count", model=model)
+                metrics_batch = inferred / executed if executed > 0 else None
         window.models[model] = ModelWindow(
             model, success, diff("fail", "count"), inferences, executions, stage_us,
-            inferences / executions if executions > 0 else None, pending,
+            inferences / executions if executions > 0 else None, pending, metrics_batch,
         )
     utilizations = [g.utilization for g in after.gpus if g.utilization is not None]
     memory = [g.memory_used_fraction for g in after.gpus if g.memory_used_fraction is not None]

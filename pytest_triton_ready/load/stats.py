@@ -8,7 +8,6 @@ within 0.1% of the exact order statistic of the same samples.
 
 from __future__ import annotations
 
-import base64
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
