@@ -97,11 +97,11 @@ def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, 
                       model=queue.model, threshold=settings.threshold("queue_p95_max_ms"))
     for memory in [v for v in values if v.layer == INFRASTRUCTURE and v.name.endswith("memory used")
                    and v.name.startswith("GPU") and v.value is not None]:
-        if memory.value >= settings.threshold("gpu_memory_warn_ratio").value:
+        if memory.value >= settings.threshold("gpu_memory_used_max_fraction").value:
             check.finding(f"{memory.name} is {memory.value:.1%}, at or above the "
-                          f"{settings.threshold('gpu_memory_warn_ratio').value:.0%} warning level", severity="warning")
-    low, high = (settings.threshold("gpu_utilization_target_min").value,
-                 settings.threshold("gpu_utilization_target_max").value)
+                          f"{settings.threshold('gpu_memory_used_max_fraction').value:.0%} warning level", severity="warning")
+    low, high = (settings.threshold("gpu_utilization_min").value,
+                 settings.threshold("gpu_utilization_max").value)
     for util in [v for v in values if v.name.endswith(" utilization") and v.name.startswith("GPU") and v.value is not None]:
         if not low <= util.value <= high:
             check.finding(f"{util.name} is {util.value:.0%} during the probe; the target under production load "

@@ -39,9 +39,6 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "tls_cert_expiry_warning_days": ThresholdSpec(30.0, "days", "a server certificate expiring sooner is a warning (SEC-2)"),
     "malformed_oversize_payload_mib": ThresholdSpec(80.0, "MiB", "size of the oversize request SEC-3 sends; a server should refuse it"),
     "queue_p95_max_ms": ThresholdSpec(50.0, "ms", "highest acceptable P95 queue time per model (summaries on)"),
-    "gpu_memory_warn_ratio": ThresholdSpec(0.9, "ratio", "GPU memory use that draws a warning"),
-    "gpu_utilization_target_min": ThresholdSpec(0.70, "ratio", "low end of the GPU utilization target under load"),
-    "gpu_utilization_target_max": ThresholdSpec(0.85, "ratio", "high end of the GPU utilization target under load"),
     # PERF-3, the soak (docs/soak.md)
     "soak_rate_fraction": ThresholdSpec(0.5, "ratio", "share of PERF-2's highest throughput within SLO that the soak drives per model"),
     "soak_default_rate_infer_s": ThresholdSpec(10.0, "infer/s", "soak rate per model when neither PERF-2 nor soak.rate gives one"),

@@ -19,6 +19,7 @@ from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLaun
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHECKS = REPO_ROOT / "checks"
 TEST_REPOSITORIES = Path(__file__).resolve().parent / "repositories"
+QUICK_CHECKLIST = Path(__file__).resolve().parent / "data" / "quick-checklist.yaml"  # seconds, not minutes
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import REPO_ROOT
+from conftest import QUICK_CHECKLIST, REPO_ROOT
 
 
 def test_wheel_ships_checklist_and_demo_models(tmp_path):
@@ -29,7 +29,7 @@ def test_console_script_runs_the_packaged_checklist_from_any_directory(demo_serv
     endpoints = demo_server.endpoints
     result = subprocess.run(
         [sys.executable, "-m", "pytest_triton_ready.cli", f"--triton-url={endpoints.http_url}",
-         f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}", "-q"],
+         f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}", f"--triton-config={QUICK_CHECKLIST}", "-q"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode in (0, 1), result.stdout[-3000:]  # 1: some check failed, not a usage error

@@ -13,7 +13,7 @@ from pathlib import Path
 import cryptography.x509  # noqa: F401
 import pytest
 import tritonclient.grpc  # noqa: F401
-from conftest import TEST_REPOSITORIES
+from conftest import QUICK_CHECKLIST, TEST_REPOSITORIES
 from tlstools import TLSRelay, self_signed
 
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
@@ -230,7 +230,7 @@ def test_a_full_checklist_run_leaks_the_admin_key_nowhere(run_checklist, pyteste
     junit = pytester.path / "junit.xml"
     run = run_checklist(url=restricted_server.endpoints.http_url, subprocess=True,
                         args=(*endpoint_args(restricted_server), f"--triton-header=admin-key: {SENTINEL}",
-                              f"--junitxml={junit}", "-rA", "-v"))
+                              f"--junitxml={junit}", f"--triton-config={QUICK_CHECKLIST}", "-rA", "-v"))
     results = {r["check_id"]: r["verdict"] for r in run.report["results"]}
     assert results["CFG-1"] == "pass"  # the repository index needed the admin key: it was sent
     assert results["SEC-1"] == "pass" and results["SEC-4"] == "pass"
