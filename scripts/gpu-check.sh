@@ -14,8 +14,7 @@
 # Environment: PYTHON (default python3), TRITON_READY_ARGS (extra arguments, split on spaces;
 # the same role as the trailing ones), GPU_CHECK_KIND (auto|gpu|cpu, default auto),
 # GPU_CHECK_SITE (where the wheels go; default a temporary directory, removed at the end),
-# GPU_CHECK_SOAK (the short soak, default 60s, passed as --triton-soak when the checklist has that
-# option; empty for none).
+# GPU_CHECK_SOAK (the short soak, default 60s, passed as --triton-soak; empty for none).
 # Exit code: triton-ready's (0 READY, 1 a check failed or could not run, >1 usage or internal
 # error); 3 when the setup before the checklist failed.
 set -euo pipefail
@@ -107,15 +106,11 @@ REPO="$OUT/model-repository"
     || fail "could not write the demo repository: $(cat "$OUT/instance-kind.txt")"
 echo "gpu-check: $(cat "$OUT/instance-kind.txt")"
 
-# The short soak: on by default once the checklist has the option, so no edit is needed here.
+# The short soak (PERF-3); GPU_CHECK_SOAK=0 turns it off.
 SOAK_ARGS=()
 if [[ -n $SOAK ]]; then
-    if "$PYTHON" -m pytest_triton_ready.cli --help 2> /dev/null | grep -q -- "--triton-soak"; then
-        SOAK_ARGS=("--triton-soak=$SOAK")
-        echo "gpu-check: short soak of $SOAK"
-    else
-        echo "gpu-check: this checklist has no --triton-soak option, so no soak"
-    fi
+    SOAK_ARGS=("--triton-soak=$SOAK")
+    echo "gpu-check: short soak of $SOAK"
 fi
 
 ARGS=(

@@ -436,7 +436,7 @@ class FaultInjector:
                 killed = time.monotonic()
                 self.kill_server()
                 outcome.kill_s = time.monotonic() - killed
-                outcome.left_behind = still_running(before) if before else None if before else None
+                outcome.left_behind = still_running(before) if before else None
                 watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live") == 200,
                                    "ready": lambda: http_status(f"{http}/v2/health/ready") == 200,
                                    "first correct inference": correct_inference}, on_first=traffic.event)
