@@ -24,7 +24,7 @@ from typing import Any
 
 from . import Endpoints, LaunchError
 from .embedded import DEMO_REPOSITORY, RESPONSE_CACHE_BYTES, _loading_finished, _status
-from .process import free_port
+from .process import free_port, last_error_line, log_tail
 
 CONTAINER_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
@@ -362,17 +362,10 @@ class ContainerLauncher:
                 return self.wrapped.logs(tail=max_lines).decode(errors="replace").rstrip("\n")
             except Exception:
                 pass
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-max_lines:])
+        return log_tail(self.log_path, max_lines)
 
     def last_error_line(self) -> str:
-        for line in reversed(self.log_text(400).splitlines()):
-            if line.startswith(("E", "error")) or "error:" in line:
-                return line.strip()
-        return "no error line in the server log"
+        return last_error_line(self.log_text(400))
 
     # -- processes inside, for fault experiments ------------------------------------------------
     def exec(self, argv: list[str]) -> tuple[int, str]:

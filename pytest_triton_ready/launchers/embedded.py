@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import Endpoints, LaunchError
-from .process import end_group, free_port, spawn
+from .process import end_group, free_port, last_error_line, log_tail, spawn
 
 DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "models"
 RESPONSE_CACHE_BYTES = 16 * 1024 * 1024
@@ -174,17 +174,10 @@ class EmbeddedLauncher:
 
     def log_text(self, max_lines: int = 200) -> str:
         """The last lines of the server's log."""
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-max_lines:])
+        return log_tail(self.log_path, max_lines)
 
     def last_error_line(self) -> str:
-        for line in reversed(self.log_text(400).splitlines()):
-            if line.startswith(("E", "error")) or "error:" in line:
-                return line.strip()
-        return "no error line in the server log"
+        return last_error_line(self.log_text(400))
 
 
 def _status(url: str) -> int | None:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import IO, Sequence
 
 _LIVE_GROUPS: set[int] = set()
@@ -84,6 +85,23 @@ def kill_group(pgid: int, leader: subprocess.Popen | None = None) -> None:
         if leader is not None:
             leader.poll()
         time.sleep(0.05)
+
+
+def log_tail(path: Path, max_lines: int = 200) -> str:
+    """The last lines of a server log file ('' when it cannot be read)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-max_lines:])
+
+
+def last_error_line(log: str) -> str:
+    """The newest line of a server log that reports an error."""
+    for line in reversed(log.splitlines()):
+        if line.startswith(("E", "error")) or "error:" in line:
+            return line.strip()
+    return "no error line in the server log"
 
 
 @atexit.register
