@@ -21,10 +21,25 @@ from typing import Any, Callable, Iterator
 from .traffic import Traffic, TrafficResult, Window
 
 _END = object()
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The process's one traffic event loop, running in a daemon thread.
+
+    gRPC's asyncio support binds its completion queue to the first loop that uses it; a fresh loop
+    per run leaves callbacks aimed at closed loops. One long-lived loop serves every run."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP.is_closed():
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="triton-ready-traffic-loop", daemon=True).start()
+        return _LOOP
 
 
 class BackgroundTraffic:
-    """Traffic running on its own event loop in a daemon thread. Use as a context manager, or
+    """Traffic running on the shared event loop, watched by a daemon thread. Use as a context manager, or
     call `start()` and `stop()`. `windows()` yields each closed window as it closes (for long
     runs); `result` is set once stopped."""
 
@@ -124,7 +139,7 @@ class BackgroundTraffic:
 
     def _main(self) -> None:
         try:
-            asyncio.run(self._run())
+            asyncio.run_coroutine_threadsafe(self._run(), shared_loop()).result()
         except BaseException as exc:  # surfaced to the caller by stop()/wait()
             self._error = exc
         finally:
