@@ -211,7 +211,7 @@ def test_gpu_memory_headroom(triton, triton_settings, gpu, check):
     uses = gpu_memory_use(readings)
     if not uses:
         check.incomplete(f"the GPU readings ({gpu.source}) carry no memory used/total")
-    limit = triton_settings.threshold("gpu_memory_used_max_fraction")
+    limit = check.threshold("gpu_memory_used_max_fraction")
     check.evidence("GPU readings", f"source: {gpu.source}")
     for use in uses:
         check.measure(f"{use.label} memory used", round(use.used_bytes / 1e9, 3), "GB")
@@ -234,7 +234,7 @@ def test_host_memory_headroom(triton, triton_settings, triton_metrics, check):
                          "(started with --allow-cpu-metrics=false?)")
     check.measure("host memory used", round(use.used_bytes / 1e9, 3), "GB")
     check.measure("host memory used fraction", round(use.fraction, 4), "ratio",
-                  threshold=triton_settings.threshold("cpu_memory_used_max_fraction"),
+                  threshold=check.threshold("cpu_memory_used_max_fraction"),
                   finding=f"the host uses {use.fraction:.1%} of its {use.total_bytes / 1e9:.1f} GB: python stubs, "
                           "CPU instances and request buffers have no headroom left")
 

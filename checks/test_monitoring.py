@@ -90,18 +90,18 @@ def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, 
     success = next(v for v in values if v.name == "success rate over the window")
     if success.value is not None:
         check.measure("service health: success rate over the probe", round(success.value, 5), "ratio",
-                      threshold=settings.threshold("success_rate_min"), comparison=">=",
+                      threshold=check.threshold("success_rate_min"), comparison=">=",
                       finding=f"success rate {success.value:.4%} over the probe ({success.note})")
     for queue in [v for v in values if v.layer == SERVICE_HEALTH and v.name == "queue time P95"]:
         check.measure("service health: queue time P95 within budget", round(queue.value, 3), "ms",
-                      model=queue.model, threshold=settings.threshold("queue_p95_max_ms"))
+                      model=queue.model, threshold=check.threshold("queue_p95_max_ms"))
     for memory in [v for v in values if v.layer == INFRASTRUCTURE and v.name.endswith("memory used")
                    and v.name.startswith("GPU") and v.value is not None]:
-        if memory.value >= settings.threshold("gpu_memory_used_max_fraction").value:
+        if memory.value >= check.threshold("gpu_memory_used_max_fraction").value:
             check.finding(f"{memory.name} is {memory.value:.1%}, at or above the "
-                          f"{settings.threshold('gpu_memory_used_max_fraction').value:.0%} warning level", severity="warning")
-    low, high = (settings.threshold("gpu_utilization_min").value,
-                 settings.threshold("gpu_utilization_max").value)
+                          f"{check.threshold('gpu_memory_used_max_fraction').value:.0%} warning level", severity="warning")
+    low, high = (check.threshold("gpu_utilization_min").value,
+                 check.threshold("gpu_utilization_max").value)
     for util in [v for v in values if v.name.endswith(" utilization") and v.name.startswith("GPU") and v.value is not None]:
         if not low <= util.value <= high:
             check.finding(f"{util.name} is {util.value:.0%} during the probe; the target under production load "

@@ -16,7 +16,7 @@ from pytest_triton_ready.operations.capacity import PLACEMENTS, FleetPlan, model
 
 def _review(check, settings, kind):
     """Record one attestation; returns the review (its problems are already error findings)."""
-    max_age = settings.threshold("attestation_max_age_days")
+    max_age = check.threshold("attestation_max_age_days")
     base_dir = settings.config_file.parent if settings.config_file else None
     review = review_attestation(settings.section("operations"), kind, max_age.value,
                                 dt.datetime.now(dt.timezone.utc).date(), base_dir)
@@ -67,7 +67,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     peaks = section.get("peak_rate") or {}
     fleet = section.get("fleet") or {}
     placement = fleet.get("placement", "shared")
-    headroom = triton_settings.threshold("capacity_headroom")
+    headroom = check.threshold("capacity_headroom")
     if not peaks:
         check.finding("no capacity plan: declare each model's expected peak rate under "
                       "operations.capacity.peak_rate (infer/s)", rule="operations.capacity.peak_rate")

@@ -60,7 +60,7 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check):
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to benchmark")
-    success_min = settings.threshold("success_rate_min")
+    success_min = check.threshold("success_rate_min")
     untrusted = []
     for prof in profiles:
         model = prof.model
@@ -69,7 +69,7 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check):
             measurement = load.measure(model, rate=prof.min_throughput, poisson=True)
             check.measure("offered load (Poisson)", prof.min_throughput, "infer/s", model=model)
         else:
-            concurrency = int(settings.threshold("perf_target_concurrency").value)
+            concurrency = int(check.threshold("perf_target_concurrency").value)
             measurement = load.measure(model, concurrency=concurrency)
             check.measure("concurrency (closed loop)", concurrency, "requests", model=model)
         stats = measurement.stats
@@ -94,7 +94,7 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check):
             # around the rate); a server that falls behind leaves a growing backlog or drops.
             ratio = stats.count_ok / stats.attempted if stats.attempted else 0.0
             check.measure("achieved / offered throughput", round(ratio, 3), "ratio", model=model,
-                          threshold=settings.threshold("perf_throughput_ratio_min"), comparison=">=",
+                          threshold=check.threshold("perf_throughput_ratio_min"), comparison=">=",
                           finding=f"{model}: the server completes {stats.throughput_infer_s:.0f} of the "
                                   f"{prof.min_throughput:g} infer/s target ({stats.dropped} dropped)")
         if stats.client_cpu_us_per_request is not None:
@@ -117,10 +117,10 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to sweep")
-    success_min = settings.threshold("success_rate_min").value
-    cap = int(settings.threshold("curve_max_concurrency").value)
-    knee_fraction = settings.threshold("curve_knee_fraction").value
-    drop_tolerance = settings.threshold("curve_drop_tolerance").value
+    success_min = check.threshold("success_rate_min").value
+    cap = int(check.threshold("curve_max_concurrency").value)
+    knee_fraction = check.threshold("curve_knee_fraction").value
+    drop_tolerance = check.threshold("curve_drop_tolerance").value
     capacities = triton_facts.setdefault("perf.capacity", {})
     incomplete = []
     for prof in profiles:
@@ -207,9 +207,9 @@ def test_dynamic_batching_under_stress(triton, load, check):
             check.recommend(f"{prof.model}: add `dynamic_batching {{ }}` to config.pbtxt so concurrent requests share executions.")
     if not batched:
         check.not_applicable("no model in scope uses dynamic batching")
-    cap = int(settings.threshold("curve_max_concurrency").value)
-    min_batch = settings.threshold("batching_min_average_batch_size")
-    queue_max = settings.threshold("batching_queue_share_max").value
+    cap = int(check.threshold("curve_max_concurrency").value)
+    min_batch = check.threshold("batching_min_average_batch_size")
+    queue_max = check.threshold("batching_queue_share_max").value
     untrusted = []
     for prof in batched:
         model = prof.model
@@ -228,7 +228,7 @@ def test_dynamic_batching_under_stress(triton, load, check):
         check.measure("max_queue_delay_microseconds", prof.max_queue_delay_us, "us", model=model)
         preferred = prof.preferred_batch_sizes
         if preferred:
-            target = settings.threshold("batching_preferred_fraction").value * min(preferred)
+            target = check.threshold("batching_preferred_fraction").value * min(preferred)
             if batch < target:
                 check.finding(f"{model}: average batch {batch:.1f} is far from the preferred sizes {preferred}",
                               severity="warning", model=model)
@@ -299,7 +299,7 @@ def test_gpu_utilization_under_load(triton, load, gpu, check):
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to load the GPU with")
-    cap = int(settings.threshold("curve_max_concurrency").value)
+    cap = int(check.threshold("curve_max_concurrency").value)
     concurrency = {p.model: (min(p.saturation_concurrency, cap) if cap > 0 else p.saturation_concurrency)
                    for p in profiles}
     rules = load.rules()
@@ -310,7 +310,7 @@ def test_gpu_utilization_under_load(triton, load, gpu, check):
     if not windows:
         check.incomplete("GPU utilization could not be read during the load")
     utilization = sum(w.server.gpu_utilization for w in windows) / len(windows)
-    low, high = settings.threshold("gpu_utilization_min"), settings.threshold("gpu_utilization_max")
+    low, high = check.threshold("gpu_utilization_min"), check.threshold("gpu_utilization_max")
     check.chart("GPU utilization under load", "time (s)", "utilization (%)",
                 {"GPU": [(round(w.end_s, 2), round(w.server.gpu_utilization * 100, 1)) for w in windows]})
     check.measure("throughput (all models)", round(result.stats.throughput_infer_s, 1), "infer/s")

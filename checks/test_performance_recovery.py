@@ -33,13 +33,13 @@ def _publish(facts: dict, key: str, outcome, check, recovery_s) -> None:
 def _check_reload(outcome, check, triton_settings, what: str, rate_per_s: float) -> None:
     model = outcome.model
     check.measure(f"failed requests during the {what}", outcome.failed_requests, "requests", model=model,
-                  threshold=triton_settings.threshold("reload_failed_requests_max"),
+                  threshold=check.threshold("reload_failed_requests_max"),
                   finding=f"{model}: {outcome.failed_requests} requests failed during the {what} under "
                           f"{rate_per_s:g} requests/s: it is not zero-downtime")
     check.measure(f"{what}: load request duration", seconds(outcome.reload_call_s), "s", model=model)
     serving = check.measure(f"time until the {'new version' if outcome.new_version else 'reloaded model'} serves",
                             seconds(outcome.serve_s), "s", model=model,
-                            threshold=triton_settings.threshold("reload_serve_max_s"))
+                            threshold=check.threshold("reload_serve_max_s"))
     if outcome.serve_s is None:
         check.finding(f"{model}: the {what} never served within the recovery timeout", model=model)
     elif not serving:
@@ -132,7 +132,7 @@ def test_dead_instance_is_reported_and_recovers(faults, check, triton_settings, 
                         "replica is not an outage; a load with a changed config also replaces every instance "
                         "and keeps the model loaded meanwhile (see the forced reload check).")
     check.measure("time from unload + load until every instance answers", seconds(outcome.recovery_s), "s",
-                  model=model, threshold=triton_settings.threshold("instance_recovery_max_s"))
+                  model=model, threshold=check.threshold("instance_recovery_max_s"))
     if outcome.recovery_s is None:
         check.finding(f"{model}: not every instance answered within {faults.plan.recovery_timeout_s:g} s of "
                       "unload + load", model=model)
@@ -155,7 +155,7 @@ def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
     check.measure("time from SIGKILL until live", seconds(outcome.live_s), "s")
     check.measure("time from SIGKILL until ready", seconds(outcome.ready_s), "s")
     check.measure("time from SIGKILL until the first correct inference", seconds(outcome.first_inference_s), "s",
-                  model=model, threshold=triton_settings.threshold("server_restart_max_s"))
+                  model=model, threshold=check.threshold("server_restart_max_s"))
     if outcome.first_inference_s is None:
         check.finding(f"{model}: no correct inference within {faults.plan.recovery_timeout_s:g} s of the restart",
                       model=model)
@@ -186,12 +186,12 @@ def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings):
         check.incomplete(outcome.incomplete)
     check.measure("requests in flight at SIGTERM", outcome.in_flight_at_sigterm, "requests")
     check.measure("requests lost (taken, then failed or cut without an answer)", outcome.lost_requests, "requests",
-                  threshold=triton_settings.threshold("shutdown_lost_requests_max"),
+                  threshold=check.threshold("shutdown_lost_requests_max"),
                   finding=f"{outcome.lost_requests} requests were lost during the shutdown: "
                           + "; ".join(f"{n} x {r}" for r, n in outcome.lost.items()))
     check.measure("requests refused cleanly after SIGTERM", sum(outcome.refused.values()), "requests")
     check.measure("time from SIGTERM until readiness stopped answering 200", seconds(outcome.ready_drop_s), "s",
-                  threshold=triton_settings.threshold("shutdown_ready_drop_max_s"))
+                  threshold=check.threshold("shutdown_ready_drop_max_s"))
     check.measure("time from SIGTERM until the process exited", seconds(outcome.exit_s), "s",
                   threshold=outcome.exit_timeout_s, comparison="<=",
                   finding=f"the server did not exit within its exit timeout ({outcome.exit_timeout_s:g} s)")

@@ -99,7 +99,7 @@ def test_transport_uses_tls_when_exposed(triton_settings, check, request):
                   "the server listens on loopback only and security.exposed_beyond_cluster is not declared")
         check.not_applicable(f"{reason}: TLS is not required, and no https endpoint to inspect")
 
-    warn_days = triton_settings.threshold("tls_cert_expiry_warning_days")
+    warn_days = check.threshold("tls_cert_expiry_warning_days")
     timeout = triton_settings.triton_request_timeout
     for label, host, port in targets:
         try:
@@ -141,7 +141,7 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     models = [m for m in triton.models() if m in ready]
     if not models:
         check.incomplete("no READY model to send malformed requests to")
-    oversize = int(triton_settings.threshold("malformed_oversize_payload_mib").value * 2**20)
+    oversize = int(check.threshold("malformed_oversize_payload_mib").value * 2**20)
     table: list[str] = []
 
     def send(case):

@@ -1,7 +1,8 @@
 """The pytest plugin: options, public fixtures, the `triton_check` marker and the report hooks.
 
-Public fixtures: `triton_settings`, `triton`, `triton_metrics`, `gpu`, `load`, `faults`, `triton_facts`, `check`. Everything heavy (the
-tritonclient stack, a launched server) is created only when a check asks for it.
+Public fixtures: `triton_settings`, `triton`, `triton_metrics`, `gpu`, `load`, `faults`,
+`triton_facts`, `triton_run` and `check`. Everything heavy (the tritonclient stack, a launched
+server) is created only when a check asks for it.
 """
 
 from __future__ import annotations
