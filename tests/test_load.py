@@ -85,7 +85,9 @@ def test_unstable_run_is_reported_unstable(engine):
 
 def test_stable_measurement_with_server_side_deltas(engine):
     """A closed loop on the identity model is stable and valid, and the server's statistics for
-    the same windows count the same requests (within the requests in flight at the edges)."""
+    the same windows count the same requests: within the requests in flight at the edges, plus
+    those completed while the statistics were being read (tens of ms after each window edge on a
+    busy machine, at thousands of requests per second: up to 2%)."""
     measurement = engine.measure("identity", concurrency=4, rules=FAST_RULES.__class__(
         warmup_s=0.5, window_s=0.5, max_windows=10, stability_tolerance=0.5, min_duration_s=1.5, min_requests=100))
     assert measurement.valid, measurement.validity_detail
@@ -93,7 +95,7 @@ def test_stable_measurement_with_server_side_deltas(engine):
     server = measurement.server_model
     assert server is not None
     reported = sum(w.stats.count_ok for w in measurement.windows[-3:])
-    assert server.success == pytest.approx(reported, abs=4 * 3 + 8)
+    assert server.success == pytest.approx(reported, abs=4 * 3 + 8 + 0.02 * reported)
     assert server.average_batch_size == 1.0
     assert server.stage_us["compute_infer"] > 0
 
