@@ -42,10 +42,10 @@ def test_hot_update_procedure_documented_and_exercised(triton_settings, triton_f
     experiment = triton_facts.get("faults.hot_reload")
     if experiment is None:
         if not review.accepted:
-            check.finding("the hot-reload experiment did not run in this session, so the procedure was not "
+            check.finding("the hot-reload experiment was not part of this run, so the procedure was not "
                           "exercised either", severity="info")
             return
-        check.incomplete("the hot-reload experiment (faults.hot_reload) did not run in this session: the "
+        check.incomplete("the hot-reload experiment (faults.hot_reload) was not part of this run: the "
                          "runbook is attested but the procedure was not exercised")
     passed = bool(experiment.get("passed"))
     check.measure("hot-reload experiment passed", passed, threshold=True, comparison="==",
@@ -93,7 +93,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
 
     measured = triton_facts.get("perf.capacity")
     if not measured:
-        check.incomplete("PERF-2 did not run in this session: no measured throughput within SLO "
+        check.incomplete("PERF-2 was not part of this run: no measured throughput within SLO "
                          "(perf.capacity) to plan from")
     for model in sorted(set(measured) - set(peaks)):
         check.finding(f"{model}: PERF-2 measured it, but it has no expected peak rate in "

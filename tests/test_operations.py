@@ -159,7 +159,7 @@ def test_missing_experiment_and_measurements_make_ops1_and_ops2_incomplete(run_c
     assert "hot-reload experiment (faults.hot_reload) did not run" in ops1["reason"]
     ops2 = run.result("test_capacity_plan_carries_declared_peak")
     assert ops2["verdict"] == "incomplete"
-    assert "PERF-2 did not run in this session" in ops2["reason"]
+    assert "PERF-2 was not part of this run" in ops2["reason"]
     assert run.report["verdict"] == "INCOMPLETE"
 
 
