@@ -62,7 +62,6 @@ def _gpu_state(snapshot, gpu) -> str:
 def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, check):
     """The four metric layers (infrastructure, service health, business, cost) can each be read from
     the endpoint over a short probe; success rate >= success_rate_min and queue P95 <= queue_p95_max_ms."""
-    settings = triton.settings
     models = _ready_models(triton)
     if not models:
         check.incomplete("no READY model to read the layers under traffic")

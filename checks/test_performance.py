@@ -56,7 +56,6 @@ def _budget_note(check, prof):
 def test_benchmark_meets_slo_at_target_load(triton, load, check):
     """At each model's target load the p99 latency is within budget, the throughput reaches the
     target, and at least success_rate_min of the requests succeed."""
-    settings = triton.settings
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to benchmark")
@@ -113,7 +112,6 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     point is within the latency budget; the curve, its knee and the capacity within SLO are reported.
     A model with fewer than half of its points (or two) stable and valid makes the check INCOMPLETE
     and publishes no capacity."""
-    settings = triton.settings
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to sweep")
@@ -295,7 +293,6 @@ def test_gpu_utilization_under_load(triton, load, gpu, check):
     lower wastes the GPU, pinned at the top with a growing queue means the deployment needs more."""
     if not gpu.read():
         check.not_applicable(f"no GPU to read: {gpu.unavailable_reason}")
-    settings = triton.settings
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to load the GPU with")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import time
 from typing import Iterator
 
 import pytest

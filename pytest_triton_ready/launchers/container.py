@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import Endpoints, LaunchError
-from .embedded import DEMO_REPOSITORY, RESPONSE_CACHE_BYTES, _loading_finished, _status
+from . import Endpoints, LaunchError, serving_flags
+from .embedded import DEMO_REPOSITORY, _loading_finished, _status
 from .process import free_port, last_error_line, log_tail
 
 CONTAINER_REPOSITORY = "/models"
@@ -119,15 +119,7 @@ def server_command(exit_timeout_s: int = 30) -> tuple[str, ...]:
     return (
         "tritonserver",
         f"--model-repository={CONTAINER_REPOSITORY}",
-        "--model-control-mode=explicit",
-        "--load-model=*",
-        "--exit-on-error=false",
-        "--strict-readiness=true",
-        "--metrics-config=summary_latencies=true",
-        "--metrics-interval-ms=1000",
-        f"--cache-config=local,size={RESPONSE_CACHE_BYTES}",
-        f"--exit-timeout-secs={exit_timeout_s}",
-        "--log-verbose=0",
+        *serving_flags(exit_timeout_s),
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",

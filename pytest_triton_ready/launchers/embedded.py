@@ -21,11 +21,10 @@ import urllib.request
 from pathlib import Path
 from typing import Sequence
 
-from . import Endpoints, LaunchError
+from . import Endpoints, LaunchError, serving_flags
 from .process import end_group, free_port, last_error_line, log_tail, spawn
 
 DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "models"
-RESPONSE_CACHE_BYTES = 16 * 1024 * 1024
 
 
 def pytriton_root() -> Path:
@@ -80,15 +79,7 @@ class EmbeddedLauncher:
             f"--model-repository={self.model_repository}",
             f"--backend-directory={self._backends()}",
             f"--cache-directory={root / 'caches'}",
-            "--model-control-mode=explicit",
-            "--load-model=*",
-            "--exit-on-error=false",
-            "--strict-readiness=true",
-            "--metrics-config=summary_latencies=true",
-            "--metrics-interval-ms=1000",
-            f"--cache-config=local,size={RESPONSE_CACHE_BYTES}",
-            f"--exit-timeout-secs={self.exit_timeout_s}",
-            "--log-verbose=0",
+            *serving_flags(self.exit_timeout_s),
             "--http-address=127.0.0.1",
             "--grpc-address=127.0.0.1",
             "--metrics-address=127.0.0.1",
