@@ -15,7 +15,7 @@ import pytest
 
 from .recorder import CheckRecorder
 from .report.junit import junit_properties
-from .report.model import PHASES, Evidence, Result, Verdict
+from .report.model import Evidence, Result, Verdict
 from .run import Run, now_iso
 from .settings import OPTIONS, SettingsError, build_settings
 
@@ -182,9 +182,14 @@ def check(request: pytest.FixtureRequest) -> CheckRecorder:
     return recorder
 
 
+RUN_ORDER = ("config", "monitoring", "performance", "operations", "security")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run checks in the checklist's phase order, so later phases can use earlier measurements."""
-    order = {phase: i for i, phase in enumerate(PHASES)}
+    """Run checks phase by phase: monitoring reads the server's live values before the performance
+    phase loads it to saturation, and operations and security can use the performance phase's
+    measurements (capacity, the hot-reload experiment)."""
+    order = {phase: i for i, phase in enumerate(RUN_ORDER)}
 
     def rank(item: pytest.Item) -> int:
         identity = _check_identity(item)

@@ -164,8 +164,9 @@ def test_limits_come_from_the_yaml_soak_section_unless_thresholds_override(tmp_p
     assert limits["soak_p99_drift_ratio_max"].value == 2 and limits["soak_p99_drift_ratio_max"].source.startswith("yaml:")
     plan = build_plan(settings, ["a", "b"], {"perf.capacity": {"a": {"max_throughput_within_slo_infer_s": 400.0}}})
     assert plan.duration_s == 60 and plan.window_s == 2
-    assert plan.rates == {"a": 200.0, "b": 7.0}
-    assert "PERF-2" in plan.rate_sources["a"] and plan.rate_sources["b"] == "yaml soak.rate"
+    assert plan.rates == {"a": 100.0, "b": 7.0}  # 0.5 x 400 infer/s, shared by the 2 models soaked together
+    assert "PERF-2" in plan.rate_sources["a"] and "/ 2 models soaked together" in plan.rate_sources["a"]
+    assert plan.rate_sources["b"] == "yaml soak.rate"
 
 
 def test_default_plan_states_its_conservative_rate():

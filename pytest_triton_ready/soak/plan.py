@@ -1,7 +1,8 @@
 """What a soak will do: duration, windows, warm-up, rate per model (and where it came from), limits.
 
 Rate per model, first that applies: `soak.rates.<model>` in the YAML; `soak_rate_fraction` of the
-highest throughput within SLO that PERF-2 published in this run (`triton_facts["perf.capacity"]`);
+highest throughput within SLO that PERF-2 published in this run (`triton_facts["perf.capacity"]`),
+divided by the number of models soaked together, since PERF-2 measured each alone;
 `soak.rate` in the YAML; the conservative default `soak_default_rate_infer_s`.
 """
 
@@ -113,9 +114,14 @@ def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
         if pinned is not None:
             rates[model], sources[model] = float(pinned), f"yaml soak.rates.{model}"
         elif measured:
-            rates[model] = float(measured) * fraction.value
-            sources[model] = (f"{fraction.value:g} x {float(measured):.1f} infer/s, the highest throughput within "
-                              f"SLO that PERF-2 measured in this run (soak_rate_fraction from {fraction.source})")
+            # PERF-2 measured each model alone; soaked together they share the server, so the
+            # fraction of capacity is split between them.
+            sharing = len(models)
+            rates[model] = float(measured) * fraction.value / sharing
+            shared = f" / {sharing} models soaked together" if sharing > 1 else ""
+            sources[model] = (f"{fraction.value:g} x {float(measured):.1f} infer/s{shared}, from the highest "
+                              f"throughput within SLO that PERF-2 measured in this run (soak_rate_fraction from "
+                              f"{fraction.source})")
         elif section.get("rate") is not None:
             rates[model], sources[model] = float(section["rate"]), "yaml soak.rate"
         else:
