@@ -46,6 +46,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "soak_p99_drift_min_ms": ThresholdSpec(5.0, "ms", "a p99 rise smaller than this is not drift, whatever the ratio"),
     "soak_server_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of server memory over the soak (least-squares slope)"),
     "soak_gpu_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of GPU memory over the soak (least-squares slope)"),
+    "soak_leak_min_duration_s": ThresholdSpec(600.0, "s", "a soak shorter than this (after warm-up) reports memory growth as a warning: too short to tell a leak from warm-up"),
     "soak_leak_min_growth_mb": ThresholdSpec(32.0, "MB", "fitted memory growth below this is noise, not a leak, whatever the slope"),
     "soak_pending_growth_max": ThresholdSpec(8.0, "requests", "highest fitted growth of pending requests over the soak"),
     "soak_runner_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of the runner's own RSS (a warning: it questions the measurement)"),

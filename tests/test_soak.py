@@ -61,6 +61,8 @@ def _window(i: int, *, ok: int = 100, failed: int = 0, p99: float = 5.0, rss_mb:
 
 
 def _limits(**overrides):
+    """The soak's limits; these unit tests judge leaks on short synthetic runs unless told otherwise."""
+    overrides = {"soak_leak_min_duration_s": 0, **overrides}
     settings = build_settings({}, {}, environ={}, cli_thresholds=[f"{k}={v}" for k, v in overrides.items()])
     return soak_limits(settings)
 
@@ -83,6 +85,15 @@ def test_flat_windows_pass_every_rule():
     slope = next(o for o in evaluation.outcomes if o.name == "server process tree RSS slope")
     assert abs(slope.value) < 1000  # noise of half a MB, well below the 32 MB growth floor
     assert any(o.rule == "server-memory-leak" and o.name.endswith("fitted growth") and o.passed for o in evaluation.outcomes)
+
+
+def test_memory_growth_in_a_soak_too_short_to_judge_is_a_warning():
+    windows = [_window(i, rss_mb=500 + 10 * i) for i in range(20)]  # 10 MB per 1 s window
+    evaluation = evaluate(windows, _limits(soak_leak_min_duration_s=600), 1)
+    assert "server-memory-leak" not in _failed_rules(evaluation)
+    warned = [o for o in evaluation.outcomes if o.rule == "server-memory-leak" and o.severity == "warning"]
+    assert warned and warned[-1].passed is False  # still measured and shown, but it does not fail the soak
+    assert any("too short to tell a leak from warm-up" in n for n in evaluation.notes)
 
 
 def test_memory_growing_every_window_is_a_leak_with_its_slope():
@@ -251,9 +262,11 @@ def _measurement(result: dict, name: str) -> dict:
 
 def test_short_soak_of_the_demo_server_passes(run_checklist, tmp_path):
     # Latency on this shared 2-core machine swings with other jobs: the drift floor is raised so that
-    # the test judges the server, not its neighbours (the drift rule itself is tested above).
+    # the test judges the server, not its neighbours (the drift rule itself is tested above). The
+    # leak rule is judged even on 8 s, so that its passing case is exercised on a real server.
     run = run_checklist("test_soak.py", url=None, args=(
         "--triton-launch=embedded", "--triton-soak=8s", "--triton-models=scale,cached_sum",
+        "--triton-threshold=soak_leak_min_duration_s=1",
         _soak_config(tmp_path, window="1s", rate=20, p99_drift_min_ms=200)), subprocess=True)
     run.outcome.assert_outcomes(passed=1)
     result = run.result("test_soak_stability")
@@ -272,7 +285,8 @@ def test_short_soak_of_the_demo_server_passes(run_checklist, tmp_path):
 def test_a_model_leaking_on_every_request_is_caught_by_the_leak_rule(run_checklist, tmp_path):
     run = run_checklist("test_soak.py", url=None, args=(
         "--triton-launch=embedded", f"--triton-model-repository={SOAK_FAULTS}", "--triton-models=leaky",
-        "--triton-soak=8s", _soak_config(tmp_path, window="1s", rate=40)), subprocess=True)
+        "--triton-soak=8s", "--triton-threshold=soak_leak_min_duration_s=1",
+        _soak_config(tmp_path, window="1s", rate=40)), subprocess=True)
     run.outcome.assert_outcomes(failed=1)
     result = run.result("test_soak_stability")
     assert result["verdict"] == "fail"

@@ -25,6 +25,7 @@ MAX_WINDOWS = 10_000  # what the load engine keeps, and a bound on the runner's 
 # Limits the soak judges with: named thresholds, also settable in the YAML `soak:` section.
 LIMIT_NAMES = ("success_rate_min", "soak_p99_drift_ratio_max", "soak_p99_drift_min_ms",
                "soak_server_memory_slope_max_mb_h", "soak_gpu_memory_slope_max_mb_h", "soak_leak_min_growth_mb",
+               "soak_leak_min_duration_s",
                "soak_pending_growth_max", "soak_runner_memory_slope_max_mb_h", "soak_dropped_max")
 
 

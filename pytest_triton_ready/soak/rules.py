@@ -82,6 +82,11 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
         if trend is None:
             notes.append(_unread(label, settled, read, windows, note_prefix))
             continue
+        if severity == "error" and _span_s(settled) < limits["soak_leak_min_duration_s"].value:
+            severity = "warning"
+            notes.append(f"{label}: {_span_s(settled):.0f} s after warm-up is shorter than soak_leak_min_duration_s "
+                         f"({limits['soak_leak_min_duration_s'].value:.0f} s), too short to tell a leak from "
+                         f"warm-up; memory growth is reported as a warning (run --triton-soak=30m or longer)")
         outcomes += _leak(rule, label, trend, limit, limits["soak_leak_min_growth_mb"], severity, settled, read)
     pending = fit([(w.end_s, w.pending_requests) for w in settled])
     trends["pending-growth"] = pending
@@ -190,6 +195,10 @@ def _leak(rule: str, label: str, trend: Trend, limit: ThresholdValue, min_growth
         outcomes.append(Outcome(rule, slope_name, round(trend.slope_per_hour, 2), "MB/h", limit, "<=",
                                 trend.slope_per_hour <= limit.value, sentence, severity))
     return outcomes
+
+
+def _span_s(windows: Sequence[Window]) -> float:
+    return windows[-1].end_s - windows[0].start_s if windows else 0.0
 
 
 def _first_last(windows: Sequence[Window], read: Callable[[Window], float | None]) -> tuple[float, float]:
