@@ -96,7 +96,9 @@ def test_stable_measurement_with_server_side_deltas(engine):
     assert server is not None
     reported = sum(w.stats.count_ok for w in measurement.windows[-3:])
     assert server.success == pytest.approx(reported, abs=4 * 3 + 8 + 0.02 * reported)
-    assert server.average_batch_size == 1.0
+    # no batching (max_batch_size 0): one execution per inference, within the one request whose two
+    # counters the statistics may catch half-updated at each window edge
+    assert server.average_batch_size == pytest.approx(1.0, abs=2 / server.success)
     assert server.stage_us["compute_infer"] > 0
 
 
