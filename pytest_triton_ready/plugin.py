@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import signal
+import threading
 from typing import Iterator
 
 import pytest
@@ -17,6 +19,7 @@ from .recorder import CheckRecorder
 from .report.junit import junit_properties
 from .report.model import Evidence, Result, Verdict
 from .run import Run, now_iso
+from .gate import EXIT_UNREACHABLE, Scope, ScopeItem, exit_code
 from .settings import OPTIONS, SettingsError, build_settings
 
 RUN_KEY = pytest.StashKey[Run]()
@@ -67,7 +70,29 @@ def pytest_configure(config: pytest.Config) -> None:
     if problem:  # say so now, not after a long run whose report could not be written
         raise pytest.UsageError(f"triton-ready: --readiness-report from {settings.sources.get('readiness_report')}: "
                                 f"{problem}")
-    config.stash[RUN_KEY] = Run(settings)
+    _refuse_parallel_workers(config, settings)
+    from .gate import WaiverError, parse_waivers
+
+    try:
+        waivers = parse_waivers(settings.section("gate").get("waivers"), str(settings.config_file or "settings"))
+    except WaiverError as exc:
+        raise pytest.UsageError(f"triton-ready: {exc}") from None
+    run = Run(settings)
+    run.waivers = waivers
+    config.stash[RUN_KEY] = run
+
+
+def _refuse_parallel_workers(config: pytest.Config, settings) -> None:
+    """The checklist is ordered and stateful (later checks use earlier measurements, experiments
+    change the server): pytest-xdist workers would each judge a fragment."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    from .cli import checklist_dir
+
+    runs_checklist = any(str(checklist_dir()) in str(arg) for arg in config.args)
+    if runs_checklist or any(source != "default" for source in settings.sources.values()):
+        raise pytest.UsageError("triton-ready: the checklist runs in one process, in order (later checks use "
+                                "earlier measurements); drop pytest-xdist's -n/--numprocesses")
 
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -92,8 +117,9 @@ def triton(pytestconfig: pytest.Config) -> Iterator:
             run.target = Target.open(run.settings)
         except (LaunchError, TritonUnreachable) as exc:
             run.target_error = str(exc)
-    if run.target_error:
-        pytest.fail(run.target_error, pytrace=False)
+            run.unreachable = True
+    if run.target_error:  # no later check could run: stop here, with one line and its exit code
+        pytest.exit(f"triton-ready: {run.target_error}", returncode=EXIT_UNREACHABLE)
     run.context = run.collect_context()
     try:
         yield run.target
@@ -185,10 +211,25 @@ def check(request: pytest.FixtureRequest) -> CheckRecorder:
 RUN_ORDER = ("config", "monitoring", "performance", "operations", "security")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run checks phase by phase: monitoring reads the server's live values before the performance
-    phase loads it to saturation, and operations and security can use the performance phase's
-    measurements (capacity, the hot-reload experiment)."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Take down the checklist in scope before -k/-m deselect from it, leave out the checks a live
+    waiver covers, then run checks phase by phase: monitoring reads the server's live values
+    before the performance phase loads it to saturation, and operations and security can use the
+    performance phase's measurements (capacity, the hot-reload experiment)."""
+    run = config.stash[RUN_KEY]
+    scope = Scope(_scope_source(config), waivers=run.waivers)
+    for item in items:
+        identity = _check_identity(item)
+        if identity is not None:
+            scope.items.append(ScopeItem(item.nodeid, identity[0], getattr(item, "originalname", item.name)))
+    run.scope = scope if scope.items else None
+    if run.scope is not None:
+        by_nodeid = {i.nodeid: i for i in scope.items}
+        waived = [item for item in items if item.nodeid in by_nodeid and scope.live_waiver(by_nodeid[item.nodeid])]
+        if waived:
+            config.hook.pytest_deselected(items=waived)
+            items[:] = [item for item in items if item not in waived]
     order = {phase: i for i, phase in enumerate(RUN_ORDER)}
 
     def rank(item: pytest.Item) -> int:
@@ -196,6 +237,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return -1 if identity is None else order.get(identity[1], len(order))
 
     items.sort(key=rank)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if not items:
+        return
+    run = items[0].config.stash.get(RUN_KEY, None)
+    if run is not None and run.scope is not None:
+        run.scope.deselected.update(item.nodeid for item in items)
+
+
+def _scope_source(config: pytest.Config) -> str:
+    from .cli import checklist_dir
+
+    packaged = str(checklist_dir())
+    args = [str(a) for a in config.args]
+    if args and all(a.startswith(packaged) for a in args):
+        return "the packaged checklist"
+    return "checklist files: " + ", ".join(args or [str(config.rootpath)])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """SIGTERM (what CI sends on cancel) ends the run like Ctrl-C: the report is still written."""
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is None or run.scope is None or threading.current_thread() is not threading.main_thread():
+        return
+    run.previous_sigterm = signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+
+
+def _interrupt_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt("SIGTERM")
 
 
 # -- turning records into outcomes and results ---------------------------------------------------
@@ -241,6 +312,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     recorder = pyfuncitem.stash.get(RECORDER_KEY, None)
     if recorder is not None and recorder.failed:
         pytest.fail(recorder.failure_text(), pytrace=False)
+    if recorder is not None and recorder.unmeasured:
+        recorder.incomplete(f"not measured: {', '.join(recorder.unmeasured)}")
     return outcome
 
 
@@ -254,8 +327,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.when == "setup" and report.outcome != "passed" or report.when == "call":
         result.duration_s += report.duration
         _settle_verdict(result, recorder, report, call)
-        if result not in item.config.stash[RUN_KEY].results:
-            item.config.stash[RUN_KEY].results.append(result)
+        _keep_one_result(item.config.stash[RUN_KEY].results, result)
         if report.failed:
             _attach_server_log(item, report, result)
         # junitxml writes the properties of the teardown report, which copies item.user_properties
@@ -283,6 +355,22 @@ def _settle_verdict(result: Result, recorder: CheckRecorder, report: pytest.Test
         result.reason = f"the check broke: {call.excinfo.typename}: {message}" if call.excinfo else message
     if not recorder.errors:
         recorder.finding(message, rule=result.check_id)
+
+
+def _keep_one_result(results: list[Result], result: Result) -> None:
+    """One result per check: a rerun replaces the earlier attempt, and a pass after a failure is
+    marked flaky with the first failure kept as evidence."""
+    for index, earlier in enumerate(results):
+        if earlier is result:
+            return
+        if earlier.nodeid == result.nodeid:
+            if earlier.verdict in (Verdict.FAIL, Verdict.ERROR) or earlier.flaky:
+                result.flaky = result.verdict not in (Verdict.FAIL, Verdict.ERROR)
+                first = "; ".join(f.message for f in earlier.findings if f.severity == "error") or earlier.reason
+                result.evidence.insert(0, Evidence(f"first attempt ({earlier.verdict.value})", first or "no message"))
+            results[index] = result
+            return
+    results.append(result)
 
 
 def _is_check_failure(call: pytest.CallInfo) -> bool:
@@ -316,14 +404,18 @@ def _attach_server_log(item: pytest.Item, report: pytest.TestReport, result: Res
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Write readiness.json, readiness.md and readiness.html once every check has run."""
+    """Write readiness.json, readiness.md and readiness.html once every check has run (or the run
+    was stopped: the checks it never reached are INCOMPLETE), and make the exit code the verdict's."""
     run = session.config.stash.get(RUN_KEY, None)
-    if run is None or not run.results:
+    if run is None or (not run.results and run.scope is None):
         return
+    _restore_sigterm(run)
+    _record_unreached(run, session.exitstatus)
     run.finished_at = now_iso()
     from .report import write_reports
 
-    _junit_suite_properties(session.config, run)
+    session.exitstatus = exit_code(run.verdict(), pytest_status=int(session.exitstatus), unreachable=run.unreachable)
+    _junit_suite_properties(session.config, run, session.exitstatus)
     try:
         session.config.stash[REPORT_FILES_KEY] = write_reports(run, run.settings.readiness_report)
     except Exception as exc:  # what was measured is already on screen and, if possible, in the JSON
@@ -333,7 +425,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
-def _junit_suite_properties(config: pytest.Config, run: Run) -> None:
+def _restore_sigterm(run: Run) -> None:
+    if run.previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, run.previous_sigterm)
+        run.previous_sigterm = None
+
+
+def _record_unreached(run: Run, exitstatus: int) -> None:
+    """Checks in scope that were selected but never reached get an INCOMPLETE result saying why."""
+    if run.scope is None:
+        return
+    if run.target_error:
+        why = f"not run: {run.target_error}"
+    elif exitstatus == pytest.ExitCode.INTERRUPTED:
+        why = "not run: the run was interrupted (Ctrl-C or SIGTERM)"
+    else:
+        why = "not run: the session ended before this check"
+    for item in run.scope.not_run(run.recorded()):
+        if item.nodeid in run.scope.deselected:
+            continue
+        phase = PHASE_OF_PREFIX.get(item.check_id.split("-")[0], "other")
+        run.results.append(Result(item.check_id, phase, item.name, item.nodeid, Verdict.INCOMPLETE, reason=why))
+
+
+def _junit_suite_properties(config: pytest.Config, run: Run, code: int) -> None:
     """The overall verdict as properties of the JUnit testsuite, for CI systems that read only the XML."""
     try:
         from _pytest.junitxml import xml_key
@@ -342,31 +457,42 @@ def _junit_suite_properties(config: pytest.Config, run: Run) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    from .report.verdict import overall_verdict, verdict_reason
-
-    xml.add_global_property("triton_ready_verdict", overall_verdict(run.results))
-    xml.add_global_property("triton_ready_verdict_reason", verdict_reason(run.results))
+    xml.add_global_property("triton_ready_verdict", run.verdict())
+    xml.add_global_property("triton_ready_verdict_reason", run.verdict_reason())
+    xml.add_global_property("triton_ready_exit_code", str(code))
     xml.add_global_property("triton_ready_report", str(run.settings.readiness_report))
+    if run.scope is not None:
+        scope = run.scope.to_dict(run.recorded())
+        xml.add_global_property("triton_ready_scope", f"{scope['ran']} of {scope['in_scope']} checks ran "
+                                                      f"({scope['source']})")
+        for entry in scope["not_run"]:
+            xml.add_global_property("triton_ready_not_run", f"{entry['check_id']} {entry['nodeid']} ({entry['why']})")
+        for entry in scope["waived"]:
+            xml.add_global_property("triton_ready_waived", f"{entry['check_id']} {entry['nodeid']}: {entry['reason']} "
+                                                           f"(owner {entry['owner']}, expires {entry['expires']})")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """A compact checklist table: one row per check, its verdict, and what decided it."""
+    """A compact checklist table: one row per check, its verdict, and what decided it; then what
+    did not run, the report's files and the verdict. An unreachable server gets its one line only."""
     run = config.stash.get(RUN_KEY, None)
-    if run is None or not run.results:
+    if run is None or (not run.results and run.scope is None):
         return
     from .report.terminal import checklist_rows
 
     writer = terminalreporter
-    writer.section("triton-ready checklist")
-    for row in checklist_rows(run.results, writer._tw.fullwidth):
-        writer.write(row.head)
-        writer.write(row.verdict if row.tail else row.verdict.rstrip(), **row.markup)
-        writer.line(row.tail.rstrip())
-        if row.why:
-            writer.line(row.why)
-    if any(not r.blocking for r in run.results):
-        writer.line("* advisory: shown, but does not decide the verdict")
+    if not run.unreachable:
+        writer.section("triton-ready checklist")
+        for row in checklist_rows(run.results, writer._tw.fullwidth):
+            writer.write(row.head)
+            writer.write(row.verdict if row.tail else row.verdict.rstrip(), **row.markup)
+            writer.line(row.tail.rstrip())
+            if row.why:
+                writer.line(row.why)
+        if any(not r.blocking for r in run.results):
+            writer.line("* advisory: shown, but does not decide the verdict")
+        _write_scope(writer, run)
     files = config.stash.get(REPORT_FILES_KEY, None)
     if files:
         writer.line(f"report: {files['html']} (also {files['json'].name}, {files['md'].name})")
@@ -374,6 +500,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if error:
         writer.line(f"triton-ready: {error}", red=True)
     _write_verdict(config, writer)
+
+
+def _write_scope(writer, run: Run) -> None:
+    if run.scope is None:
+        return
+    scope = run.scope.to_dict(run.recorded())
+    if scope["not_run"]:
+        ids = sorted({e["check_id"] for e in scope["not_run"]})
+        writer.line(f"not run: {len(scope['not_run'])} of {scope['in_scope']} checks in scope "
+                    f"({', '.join(ids)}); only a waiver (gate.waivers) leaves a check out", yellow=True)
+    for entry in scope["waived"]:
+        writer.line(f"waived: {entry['check_id']} {entry['name']}: {entry['reason']} "
+                    f"(owner {entry['owner']}, expires {entry['expires']})")
+    for entry in scope["expired_waivers"]:
+        writer.line(f"expired waiver: {entry['check']} (owner {entry['owner']}, expired {entry['expires']})", red=True)
+    for entry in scope["unused_waivers"]:
+        writer.line(f"waiver matches no check in scope: {entry['check']}", yellow=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -385,12 +528,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _write_verdict(config: pytest.Config, writer) -> None:
     from .report.terminal import OVERALL_MARKUP
-    from .report.verdict import overall_verdict, verdict_reason
 
-    results = config.stash[RUN_KEY].results
-    if not results:
+    run = config.stash[RUN_KEY]
+    if not run.results and run.scope is None:
         return
-    verdict = overall_verdict(results)
+    verdict = run.verdict()
     writer.write("triton-ready verdict: ")
     writer.write(verdict, **OVERALL_MARKUP.get(verdict, {}))
-    writer.line(f" ({verdict_reason(results)})")
+    writer.line(f" ({run.verdict_reason()})")

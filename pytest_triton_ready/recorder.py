@@ -58,7 +58,9 @@ class CheckRecorder:
     ) -> bool:
         """Record a value; with a threshold, compare it and add a finding when it misses.
 
-        Returns whether the value met the threshold (True when there is none).
+        Returns whether the value met the threshold (True when there is none). A value of None
+        held against a threshold was not measured: it is never within the threshold, the call
+        returns False, and a check that otherwise passes ends INCOMPLETE naming it.
         `finding` is the sentence used when it misses; a default one names value and threshold.
         """
         limit, source = _split_threshold(threshold)
@@ -68,6 +70,8 @@ class CheckRecorder:
         self.result.measurements.append(
             Measurement(name, value, unit, model, limit, comparison if limit is not None else None, source, passed)
         )
+        if limit is not None and value is None:
+            return False
         if passed is False:
             where = f"{model}: " if model else ""
             text = finding or f"{where}{name} is {_fmt(value)} {unit}".rstrip() + f", the rule is {comparison} {_fmt(limit)} {unit}".rstrip()
@@ -84,6 +88,11 @@ class CheckRecorder:
         """Say what to change, naming the rule or parameter."""
         if text not in self.result.recommendations:
             self.result.recommendations.append(text)
+
+    def caveat(self, text: str) -> None:
+        """Qualify a verdict on its own line (e.g. "leak not judged: soak of 60 s < 600 s"); the
+        check still passes or fails on its measurements."""
+        self.result.reason = text if not self.result.reason else f"{self.result.reason}; {text}"
 
     def evidence(self, label: str, text: str) -> None:
         """Keep raw evidence: an error message, a log excerpt, a response body."""
@@ -113,6 +122,12 @@ class CheckRecorder:
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.result.findings if f.severity == "error"]
+
+    @property
+    def unmeasured(self) -> list[str]:
+        """Labels of measurements that had a threshold and no value."""
+        return [f"{m.model}: {m.name}" if m.model else m.name for m in self.result.measurements
+                if m.value is None and m.threshold is not None]
 
     @property
     def failed(self) -> bool:

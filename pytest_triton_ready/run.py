@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .report.model import Result
+from .report.verdict import Gaps, overall_verdict, verdict_reason
 from .settings import Settings
 
 
@@ -25,6 +26,33 @@ class Run:
     finished_at: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    scope: Any = None  # a gate.Scope once the checklist is collected
+    unreachable: bool = False  # the first contact with the server failed; the session stopped there
+    waivers: list = field(default_factory=list)  # gate.Waiver from the YAML's gate.waivers
+    previous_sigterm: Any = None
+
+    def recorded(self) -> set[str]:
+        return {r.nodeid for r in self.results}
+
+    def gaps(self) -> Gaps:
+        """What the verdict needs beyond the results: checks in scope not run, expired waivers."""
+        allow_flaky = bool(self.settings.section("gate").get("allow_flaky", False))
+        if self.scope is None:
+            return Gaps(allow_flaky=allow_flaky)
+        return Gaps(
+            not_run=tuple(i.nodeid for i in self.scope.not_run(self.recorded())),
+            expired_waivers=tuple(f"{w.check} (expired {w.expires}, {w.owner})" for w in self.scope.expired_waivers()),
+            allow_flaky=allow_flaky,
+        )
+
+    def verdict(self) -> str:
+        return overall_verdict(self.results, self.gaps())
+
+    def verdict_reason(self) -> str:
+        if self.unreachable and self.target_error:
+            unreached = sum(1 for r in self.results if r.reason == f"not run: {self.target_error}")
+            return f"{self.target_error}; the run stopped there: {unreached} of {len(self.results)} checks did not run"
+        return verdict_reason(self.results, self.gaps())
 
     def collect_context(self) -> dict[str, Any]:
         """Server version, extensions and models, GPUs, runner versions; what the report's header shows."""

@@ -7,6 +7,8 @@ Every value remembers where it came from, so the report can say so and an error 
 
 from __future__ import annotations
 
+import datetime as dt
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +160,7 @@ YAML_SCHEMA: dict[str, Any] = {
     "faults": {"model": str, "rate_per_s": float, "steady_s": float, "observe_s": float, "settle_s": float,
                "recovery_timeout_s": float, "probe_span_s": float, "protocol": str},
     "performance": {"tune_batching": bool, "tune_queue_delays_us": [int]},
+    "gate": {"allow_flaky": bool, "waivers": [{"check": str, "reason": str, "owner": str, "expires": dt.date}]},
 }
 ROLLOUTS = ("canary", "blue-green")
 

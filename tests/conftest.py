@@ -4,6 +4,8 @@ helper that runs checklist files through pytester against it and returns the rea
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,21 +16,64 @@ import pytest
 import tritonclient.grpc.model_config_pb2  # noqa: F401
 import tritonclient.http  # noqa: F401
 
-from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
+from shared_server import SharedDemoServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHECKS = REPO_ROOT / "checks"
 TEST_REPOSITORIES = Path(__file__).resolve().parent / "repositories"
+SHARED_DEMO_KEY = pytest.StashKey[SharedDemoServer]()
 QUICK_CHECKLIST = Path(__file__).resolve().parent / "data" / "quick-checklist.yaml"  # seconds, not minutes
 
 
+def artifact_dir() -> Path:
+    """Where tests keep what a person may want to look at afterwards (screenshots, server logs):
+    TRITON_READY_ARTIFACTS, else triton-ready-report/test-artifacts in the clone."""
+    directory = Path(os.environ.get("TRITON_READY_ARTIFACTS") or REPO_ROOT / "triton-ready-report" / "test-artifacts")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 @pytest.fixture(scope="session")
-def demo_server():
-    """A real tritonserver on the packaged demo repository, shared by the whole test session."""
-    launcher = EmbeddedLauncher(DEMO_REPOSITORY)
-    launcher.start()
+def shared_demo(pytestconfig):
+    """The session's shared demo server and the record of any that died (logs in artifact_dir())."""
+    log_dir = artifact_dir() / "shared-demo-server"
+    shutil.rmtree(log_dir, ignore_errors=True)
+    log_dir.mkdir(parents=True)
+    holder = SharedDemoServer(log_dir)
+    pytestconfig.stash[SHARED_DEMO_KEY] = holder
+    yield holder
+    holder.close()
+
+
+@pytest.fixture
+def demo_server(shared_demo, request):
+    """A real tritonserver on the packaged demo repository, shared by the session's tests.
+
+    Checked live before the test (a dead one is replaced, and why it died is printed and kept);
+    after the test it must still be live with every model in the state and config it started
+    with: a test that kills or changes it fails here, naming what changed."""
+    cause = shared_demo.dead_because()
+    if cause:
+        print(shared_demo.replace(cause, during=f"the tests before {request.node.nodeid}"))
+    launcher = shared_demo.current()
     yield launcher
-    launcher.cleanup()
+    cause = shared_demo.dead_because()
+    if cause:
+        pytest.fail(shared_demo.replace(cause, during=request.node.nodeid), pytrace=False)
+    changed = shared_demo.changes()
+    if changed:
+        shared_demo.replace("left changed by the test", during=request.node.nodeid)
+        pytest.fail("the test left the shared demo server changed (it was replaced): " + "; ".join(changed),
+                    pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name every shared-server death of the session at the end, where nobody can miss it."""
+    holder = terminalreporter.config.stash.get(SHARED_DEMO_KEY, None)
+    if holder is not None and holder.deaths:
+        terminalreporter.section("shared demo server deaths")
+        for story in holder.deaths:
+            terminalreporter.line(story)
 
 
 @dataclass

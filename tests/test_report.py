@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, TEST_REPOSITORIES
+from conftest import REPO_ROOT, TEST_REPOSITORIES, artifact_dir
 
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.report import build_document, charts, overall_verdict, render_files
@@ -38,12 +37,6 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-def artifact_dir() -> Path:
-    directory = Path(os.environ.get("TRITON_READY_ARTIFACTS") or REPO_ROOT / "triton-ready-report" / "test-artifacts")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
-
-
 def junit_cases(junit_path: Path) -> dict[str, ET.Element]:
     return {case.get("name"): case for case in ET.parse(junit_path).getroot().iter("testcase")}
 
@@ -329,11 +322,15 @@ def test_not_applicable_does_not_block_and_incomplete_does(run_checklist, pytest
     checklist = pytester.makepyfile(test_throwaway=THROWAWAY_CHECKLIST)
     junit = pytester.path / "junit.xml"
 
-    ready = run_checklist(str(checklist), args=("-k", "not restart"))
+    waiver = pytester.path / "waive-restart.yaml"
+    waiver.write_text("gate:\n  waivers:\n    - {check: OPS-9, reason: restarts are tested in staging, owner: sre, "
+                      "expires: 2999-12-31}\n")
+    ready = run_checklist(str(checklist), args=(f"--triton-config={waiver}",))
     ready.outcome.assert_outcomes(passed=1, skipped=1)
     report = ready.report
     assert report["verdict"] == "READY"
     assert report["verdict_reason"] == "all 1 blocking checks passed; 1 not applicable"
+    assert [w["check_id"] for w in report["scope"]["waived"]] == ["OPS-9"]
     not_applicable = ready.result("test_gpu_memory_headroom")
     assert (not_applicable["verdict"], not_applicable["blocking"]) == ("not_applicable", False)
     assert "KIND_GPU" in not_applicable["reason"] and not not_applicable["findings"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from .context import runner_versions
 from .model import SCHEMA_VERSION, Result
-from .verdict import checklist, overall_verdict, verdict_counts, verdict_reason
+from .verdict import checklist, verdict_counts
 
 DOCUMENT_KIND = "triton-readiness"
 REDACTED = "***"
@@ -27,8 +27,8 @@ def build_document(run) -> dict[str, Any]:
     document = {
         "schema_version": SCHEMA_VERSION,
         "kind": DOCUMENT_KIND,
-        "verdict": overall_verdict(results),
-        "verdict_reason": verdict_reason(results),
+        "verdict": run.verdict(),
+        "verdict_reason": run.verdict_reason(),
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "summary": {"total": len(results), **verdict_counts(results)},
@@ -37,6 +37,8 @@ def build_document(run) -> dict[str, Any]:
         "settings": run.settings.redacted(),
         "results": [r.to_dict() for r in results],
     }
+    if run.scope is not None:
+        document["scope"] = run.scope.to_dict(run.recorded())
     return redact(json_ready(document), run.settings.secrets())
 
 

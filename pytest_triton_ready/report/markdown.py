@@ -14,6 +14,19 @@ from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 EVIDENCE_LIMIT = 4000  # characters of one evidence text; job summaries are limited to 1 MiB
 
 
+def scope_lines(scope: dict[str, Any] | None) -> list[str]:
+    """What in the checklist's scope did not run, and the waivers that left checks out."""
+    if not scope or not (scope["not_run"] or scope["waived"] or scope["expired_waivers"]):
+        return []
+    lines = ["", "## Scope", "", f"{scope['ran']} of {scope['in_scope']} checks in scope ran ({scope['source']}).", ""]
+    lines += [f"- not run ({e['why']}): **{e['check_id']}** `{e['nodeid']}`" for e in scope["not_run"]]
+    lines += [f"- waived: **{e['check_id']}** `{e['nodeid']}`: {e['reason']} (owner {e['owner']}, expires {e['expires']})"
+              for e in scope["waived"]]
+    lines += [f"- expired waiver: **{e['check']}** (owner {e['owner']}, expired {e['expires']})"
+              for e in scope["expired_waivers"]]
+    return lines
+
+
 def render_markdown(document: dict[str, Any]) -> str:
     results = results_of(document)
     items = " · ".join(f"{i['check_id']} {VERDICT_SYMBOLS[Verdict(i['verdict'])]}" for i in document["checklist"])
@@ -36,6 +49,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         lines += ["", "## Could not run", ""]
         lines += [f"- – **{r.check_id}** {r.title} ({VERDICT_LABELS[r.verdict]}): {_one_line(r.reason or '')}"
                   for r in undecided]
+    lines += scope_lines(document.get("scope"))
     not_applicable = [r for r in results if r.verdict == Verdict.NOT_APPLICABLE]
     if not_applicable:
         lines += ["", "## Not applicable", ""]

@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 PHASES = ("config", "performance", "monitoring", "operations", "security")
 
@@ -107,6 +107,7 @@ class Result:
     evidence: list[Evidence] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
     duration_s: float = 0.0
+    flaky: bool = False  # failed, then passed when rerun; the first failure is kept as evidence
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -130,6 +131,7 @@ class Result:
             evidence=[_known(Evidence, e) for e in data.get("evidence", [])],
             charts=[Chart.from_dict(c) for c in data.get("charts", [])],
             duration_s=data.get("duration_s", 0.0),
+            flaky=data.get("flaky", False),
         )
 
 

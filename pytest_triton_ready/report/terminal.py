@@ -15,7 +15,7 @@ from .verdict import VERDICT_LABELS
 VERDICT_MARKUP = {"pass": {"green": True}, "fail": {"red": True, "bold": True}, "error": {"red": True},
                   "incomplete": {"yellow": True}, "not_applicable": {}}
 OVERALL_MARKUP = {"READY": {"green": True, "bold": True}, "NOT READY": {"red": True, "bold": True},
-                  "INCOMPLETE": {"yellow": True, "bold": True}}
+                  "INCOMPLETE": {"yellow": True, "bold": True}, "PARTIAL": {"yellow": True, "bold": True}}
 
 
 @dataclass

@@ -43,7 +43,10 @@ def measurement_label(measurement: Measurement) -> str:
 
 
 def outcome_mark(measurement: Measurement) -> str:
-    """✓ met its threshold, ✗ missed it, nothing when there was none."""
+    """✓ met its threshold, ✗ missed it, "not measured" when a threshold had no value to hold,
+    nothing when there was no threshold."""
+    if measurement.passed is None and measurement.threshold is not None and measurement.value is None:
+        return "not measured"
     return {True: "✓", False: "✗"}.get(measurement.passed, "")
 
 
@@ -61,8 +64,11 @@ def detail(result: Result) -> str:
     if not measured:
         return ""
     text = f"{measured} measurement{'s' if measured != 1 else ''}"
-    if held:
-        text += f", {sum(m.passed for m in held)}/{len(held)} within threshold"
+    unmeasured = sum(m.value is None and m.threshold is not None for m in result.measurements)
+    if held or unmeasured:
+        text += f", {sum(m.passed for m in held)}/{len(held) + unmeasured} within threshold"
+    if unmeasured:
+        text += f", {unmeasured} not measured"
     warnings = sum(f.severity == "warning" for f in result.findings)
     if warnings:
         text += f", {warnings} warning{'s' if warnings != 1 else ''}"

@@ -1,20 +1,27 @@
 """The overall verdict of a run, and the roll-up of one checklist item from its checks.
 
-READY       every blocking check passed or had nothing to look at (not applicable).
-NOT READY   a blocking check failed: something was measured and it missed its rule.
+READY       every check in scope ran, and every blocking one passed or had nothing to look at
+            (not applicable).
+NOT READY   a blocking check failed (something was measured and it missed its rule), or failed
+            first and passed only when rerun (flaky) while the settings do not allow that.
 INCOMPLETE  no blocking check failed, but one could not run, broke, or measured nothing valid,
-            so READY cannot be claimed.
-Advisory checks (blocking=False) are reported like any other but never decide the verdict.
+            or a waiver has expired, so READY cannot be claimed.
+PARTIAL     what ran would be READY, but checks in scope did not run (deselected with -k/-m, or
+            never reached) and no waiver leaves them out.
+Advisory checks (blocking=False) are reported like any other but never decide the verdict; a
+waived check does not run and is listed with its waiver.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .model import Result, Verdict
 
 READY = "READY"
 NOT_READY = "NOT READY"
 INCOMPLETE = "INCOMPLETE"
-OVERALL_VERDICTS = (READY, NOT_READY, INCOMPLETE)
+PARTIAL = "PARTIAL"
 
 # Worst first: a checklist item made of several checks shows its worst verdict.
 SEVERITY_ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.INCOMPLETE, Verdict.PASS, Verdict.NOT_APPLICABLE)
@@ -37,28 +44,52 @@ VERDICT_SYMBOLS = {
 }
 
 
-def overall_verdict(results: list[Result]) -> str:
-    """READY, NOT READY (a blocking check failed) or INCOMPLETE (a blocking check could not run)."""
+@dataclass(frozen=True)
+class Gaps:
+    """What the results alone do not show: checks in scope that did not run, expired waivers, and
+    whether a check that passed only on a rerun may count as a pass."""
+
+    not_run: tuple[str, ...] = ()
+    expired_waivers: tuple[str, ...] = ()
+    allow_flaky: bool = False
+
+
+def overall_verdict(results: list[Result], gaps: Gaps = Gaps()) -> str:
+    """READY, NOT READY, INCOMPLETE or PARTIAL, as the module's docstring defines them."""
     blocking = [r for r in results if r.blocking]
-    if any(r.verdict == Verdict.FAIL for r in blocking):
+    if any(r.verdict == Verdict.FAIL or (r.flaky and not gaps.allow_flaky) for r in blocking):
         return NOT_READY
-    if any(r.verdict in (Verdict.INCOMPLETE, Verdict.ERROR) for r in blocking):
+    if any(r.verdict in (Verdict.INCOMPLETE, Verdict.ERROR) for r in blocking) or gaps.expired_waivers:
+        return INCOMPLETE
+    if gaps.not_run:
+        return PARTIAL
+    if not results:
         return INCOMPLETE
     return READY
 
 
-def verdict_reason(results: list[Result]) -> str:
+def verdict_reason(results: list[Result], gaps: Gaps = Gaps()) -> str:
     """One sentence saying why the overall verdict is what it is."""
     blocking = [r for r in results if r.blocking]
     failed = _ids(r for r in blocking if r.verdict == Verdict.FAIL)
+    flaky = [] if gaps.allow_flaky else _ids(r for r in blocking if r.flaky and r.verdict != Verdict.FAIL)
     undecided = _ids(r for r in blocking if r.verdict in (Verdict.INCOMPLETE, Verdict.ERROR))
+    parts = []
     if failed:
-        text = f"blocking checks failed: {', '.join(failed)}"
-        if undecided:
-            text += f"; could not run: {', '.join(undecided)}"
-        return text
+        parts.append(f"blocking checks failed: {', '.join(failed)}")
+    if flaky:
+        parts.append(f"passed only when rerun (flaky): {', '.join(flaky)}")
     if undecided:
-        return f"blocking checks could not run or broke: {', '.join(undecided)}"
+        parts.append(f"{'could not run' if parts else 'blocking checks could not run or broke'}: "
+                     f"{', '.join(undecided)}")
+    if gaps.expired_waivers:
+        parts.append(f"expired waivers: {', '.join(gaps.expired_waivers)}")
+    if gaps.not_run:
+        parts.append(f"{len(gaps.not_run)} checks in scope did not run: {_short_list(gaps.not_run)}")
+    if not results and not parts:
+        parts.append("no check ran")
+    if parts:
+        return "; ".join(parts)
     passed = sum(r.verdict == Verdict.PASS for r in blocking)
     not_applicable = sum(r.verdict == Verdict.NOT_APPLICABLE for r in results)
     text = f"all {passed} blocking checks passed"
@@ -68,6 +99,11 @@ def verdict_reason(results: list[Result]) -> str:
     if advisory_failed:
         text += f"; advisory checks failed: {', '.join(advisory_failed)}"
     return text
+
+
+def _short_list(names: tuple[str, ...], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:
