@@ -13,6 +13,7 @@ import psutil
 
 from conftest import REPO_ROOT, TEST_REPOSITORIES
 
+from pytest_triton_ready.gate import EXIT_UNREACHABLE
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY
 
 
@@ -47,19 +48,22 @@ def test_model_that_fails_to_load_fails_cfg1_with_the_servers_reason(run_checkli
     assert inference["verdict"] == "pass"
 
 
-def test_unreachable_url_fails_every_check_fast_with_one_line(run_checklist):
+def test_unreachable_url_stops_the_run_at_once_with_one_line(run_checklist):
     from pytest_triton_ready.launchers.process import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
     run = run_checklist("test_config.py", "test_monitoring.py", url=url)
     elapsed = time.monotonic() - started
-    assert run.outcome.ret != 0
-    assert run.outcome.parseoutcomes().get("errors", 0) == len(run.report["results"]) >= 4
-    run.outcome.stdout.fnmatch_lines([f"*cannot reach Triton at {url}: connection refused*"])
-    assert "Traceback" not in run.outcome.stdout.str()
+    assert run.outcome.ret == EXIT_UNREACHABLE
+    run.outcome.stdout.no_fnmatch_line("*ERROR at setup*")
+    assert f"cannot reach Triton at {url}: connection refused" in run.outcome.stdout.str()
+    assert "Traceback" not in run.outcome.stdout.str() + run.outcome.stderr.str()
     assert elapsed < 30, f"an unreachable server took {elapsed:.1f} s to report"
-    assert {r["verdict"] for r in run.report["results"]} == {"error"}
+    results = run.report["results"]
+    assert len(results) == run.report["scope"]["in_scope"] >= 8
+    assert {(r["verdict"], r["reason"]) for r in results} == {
+        ("incomplete", f"not run: cannot reach Triton at {url}: connection refused")}
 
 
 def _server_processes(marker: str) -> list[psutil.Process]:

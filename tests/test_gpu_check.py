@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_ready.demo_repository import gpu_kind_available, set_instance_kind, write_demo_repository
+from pytest_triton_ready.gate import EXIT_CODES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "gpu-check.sh"
@@ -46,10 +47,10 @@ def evidence(tmp_path_factory):
 
 def test_script_runs_the_whole_checklist_and_keeps_the_evidence(evidence):
     out, completed = evidence
-    assert completed.returncode in (0, 1), completed.stderr + completed.stdout[-3000:]
+    assert completed.returncode in EXIT_CODES.values(), completed.stderr + completed.stdout[-3000:]
     assert (out / "exit-code").read_text().strip() == str(completed.returncode)
     report = json.loads((out / "report" / "readiness.json").read_text())
-    assert (report["verdict"] == "READY") == (completed.returncode == 0)
+    assert EXIT_CODES[report["verdict"]] == completed.returncode
     assert report["context"]["launcher"] == "embedded"
     assert report["settings"]["triton_model_repository"] == str(out / "model-repository")
     verdicts = {r["nodeid"].split("::")[-1]: r["verdict"] for r in report["results"]}

@@ -9,6 +9,8 @@ import zipfile
 
 from conftest import QUICK_CHECKLIST, REPO_ROOT
 
+from pytest_triton_ready.gate import EXIT_CODES
+
 
 def test_wheel_ships_checklist_and_demo_models(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
@@ -32,11 +34,12 @@ def test_console_script_runs_the_packaged_checklist_from_any_directory(demo_serv
          f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}", f"--triton-config={QUICK_CHECKLIST}", "-q"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
-    assert result.returncode in (0, 1), result.stdout[-3000:]  # 1: some check failed, not a usage error
     report = json.loads((tmp_path / "triton-ready-report" / "readiness.json").read_text())
+    assert result.returncode == EXIT_CODES[report["verdict"]], result.stdout[-3000:]
     phases = {r["phase"] for r in report["results"]}
     assert {"config", "monitoring", "operations", "security"} <= phases
-    assert report["verdict"] in ("READY", "NOT READY", "INCOMPLETE")
+    assert report["scope"]["source"] == "the packaged checklist"
+    assert report["scope"]["ran"] == report["scope"]["in_scope"] == len(report["results"])
 
 
 def test_help_explains_the_options(tmp_path):
