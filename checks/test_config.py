@@ -9,6 +9,8 @@ and served as written. CFG-4: GPU memory, host memory and the pinned pool once e
 import numpy as np
 import pytest
 
+from pytest_triton_ready.models import ready_models, ready_names
+
 pytestmark = pytest.mark.usefixtures("triton")
 
 
@@ -60,8 +62,7 @@ def test_models_answer_inference(triton, check):
     from pytest_triton_ready.inputs import output_mismatches
 
     client = triton.client
-    ready = {e["name"] for e in client.repository_index() if e.get("state") == "READY"}
-    models = [m for m in triton.models() if m in ready]
+    models = ready_models(triton)
     if not models:
         check.incomplete("no READY model to send an inference to")
     for model in models:
@@ -104,7 +105,7 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     context.gpus = readings or None
     context.gpus_unknown_reason = f"no GPU reading ({gpu.unavailable_reason})"
     may_reload = triton_settings.section("lint").get("measure_model_memory", triton.owns_process)
-    served = {e["name"] for e in triton.client.repository_index() if e.get("state") == "READY"}
+    served = ready_names(triton.client)
     for source in (s for s in found.sources if has_gpu_instances(s.config, [g.index for g in readings])):
         if not readings:
             continue  # the rule says why it could not look

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError
+from pytest_triton_ready.models import ready_models
 from pytest_triton_ready.monitoring import alerting
 from pytest_triton_ready.monitoring.catalogue import INFRASTRUCTURE, LAYERS, SERVICE_HEALTH
 from pytest_triton_ready.monitoring.config import MonitoringSettings
@@ -32,8 +33,7 @@ def test_metrics_endpoint_reachable_and_moving(triton, triton_metrics, check):
     check.measure("core nv_inference_* families missing", len(missing), "families", threshold=0)
     for name in missing:
         check.finding(f"metric family {name} is not exposed", value=name)
-    ready = [e["name"] for e in triton.client.repository_index() if e.get("state") == "READY"]
-    model = next((m for m in triton.models() if m in ready), None)
+    model = next(iter(ready_models(triton)), None)
     if model is None:
         check.incomplete("no READY model to move the counters with")
     outcome = triton.client.infer(model)
@@ -49,11 +49,6 @@ def test_metrics_endpoint_reachable_and_moving(triton, triton_metrics, check):
 PROBE_REQUESTS_PER_MODEL = 10
 
 
-def _ready_models(triton) -> list[str]:
-    ready = {e["name"] for e in triton.client.repository_index() if e.get("state") == "READY"}
-    return [m for m in triton.models() if m in ready]
-
-
 def _gpu_state(snapshot, gpu) -> str:
     return gpu_state(snapshot.names | set(snapshot.types), gpus_visible=bool(gpu.read()))
 
@@ -62,7 +57,7 @@ def _gpu_state(snapshot, gpu) -> str:
 def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, check):
     """The four metric layers (infrastructure, service health, business, cost) can each be read from
     the endpoint over a short probe; success rate >= success_rate_min and queue P95 <= queue_p95_max_ms."""
-    models = _ready_models(triton)
+    models = ready_models(triton)
     if not models:
         check.incomplete("no READY model to read the layers under traffic")
     before = triton_metrics()
@@ -144,7 +139,7 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
             check.evidence("not evaluated live", reason)
             return
         check.incomplete(reason)
-    for model in _ready_models(triton):
+    for model in ready_models(triton):
         triton.client.infer(model)  # summaries report NaN until a model served once
     try:
         with PrometheusRunner(binary, triton.endpoints.metrics_url, audit.valid_files) as prometheus:

@@ -7,8 +7,11 @@ that is not stable and valid is never the reason a check passes.
 
 import pytest
 
-from pytest_triton_ready.load.curve import CurvePoint, capacity, knee, shape_problems, sweep_levels
-from pytest_triton_ready.load.profile import profile, ready_models
+from pytest_triton_ready.load.batching import batching_advice, far_from_preferred
+from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, shape_problems, \
+    sweep_levels
+from pytest_triton_ready.load.profile import profile
+from pytest_triton_ready.models import ready_models
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -132,7 +135,7 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
                                      m.trustworthy, m.problem()))
             if m.problem():
                 check.finding(f"{model}: concurrency {concurrency}: {m.problem()}", severity="warning", model=model)
-            if _past_saturation(points, prof.budget_p99_ms):
+            if past_saturation(points, prof.budget_p99_ms):
                 break
         trusted = [p for p in points if p.trustworthy]
         check.chart(f"{model}: latency vs throughput", "throughput (infer/s)", "latency (ms)",
@@ -146,7 +149,7 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
         for p in points:
             check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
-        if len(trusted) < max(2, (len(points) + 1) // 2):
+        if not enough_trusted(points):
             incomplete.append(f"{model}: only {len(trusted)} of {len(points)} curve points are stable and valid")
             continue
         knee_point = knee(points, knee_fraction)
@@ -177,15 +180,6 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
                           round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model,
                           threshold=prof.min_throughput, comparison=">=")
     _untrusted(check, "; ".join(incomplete) if incomplete else None)
-
-
-def _past_saturation(points, budget_p99_ms):
-    """Stop sweeping once two trustworthy points in a row are over budget without a 5% throughput gain."""
-    last = [p for p in points if p.trustworthy][-3:]
-    if len(last) < 3:
-        return False
-    flat = all(b.throughput_infer_s < a.throughput_infer_s * 1.05 for a, b in zip(last, last[1:]))
-    return flat and all(p.p99_ms and p.p99_ms > budget_p99_ms for p in last[1:])
 
 
 @pytest.mark.triton_check("CFG-2")
@@ -225,15 +219,13 @@ def test_dynamic_batching_under_stress(triton, load, check):
                       comparison=">", finding=f"{model}: batches stay at {batch:.2f} requests under saturation")
         check.measure("max_queue_delay_microseconds", prof.max_queue_delay_us, "us", model=model)
         preferred = prof.preferred_batch_sizes
-        if preferred:
-            target = check.threshold("batching_preferred_fraction").value * min(preferred)
-            if batch < target:
-                check.finding(f"{model}: average batch {batch:.1f} is far from the preferred sizes {preferred}",
-                              severity="warning", model=model)
+        if far_from_preferred(batch, preferred, check.threshold("batching_preferred_fraction").value):
+            check.finding(f"{model}: average batch {batch:.1f} is far from the preferred sizes {preferred}",
+                          severity="warning", model=model)
         share = server.queue_share
         if share is not None:
             check.measure("queue share of server latency", round(share, 3), "ratio", model=model)
-        advice = _batching_advice(prof, batch, share, queue_max)
+        advice = batching_advice(prof, batch, share, queue_max)
         if advice:
             check.finding(f"{model}: {advice[0]}", severity="warning" if batch > min_batch.value else "error", model=model)
             check.recommend(f"{model}: {advice[1]}")
@@ -241,25 +233,6 @@ def test_dynamic_batching_under_stress(triton, load, check):
     if settings.triton_tune_batching:
         _tune_batching(triton, load, check, batched, cap)
     _untrusted(check, "; ".join(untrusted) if untrusted else None)
-
-
-def _batching_advice(prof, batch, share, queue_max):
-    """(what is wrong, which parameter to move which way), or None."""
-    small = batch < max(2.0, 0.5 * prof.max_batch_size)
-    delay = prof.max_queue_delay_us
-    if share is not None and share > queue_max:
-        if small:
-            return (f"requests spend {share:.0%} of server latency queued while batches stay small ({batch:.1f})",
-                    f"lower max_queue_delay_microseconds (now {delay}) or add instances: the queue waits without "
-                    "filling batches")
-        return (f"requests spend {share:.0%} of server latency queued with full batches ({batch:.1f} of "
-                f"{prof.max_batch_size})", f"add instances (instance_group count, now {prof.instances}) or raise "
-                f"max_batch_size (now {prof.max_batch_size}): the model is the bottleneck, not the batcher")
-    if small:
-        return (f"batches stay small ({batch:.1f} of max {prof.max_batch_size}) under saturation",
-                f"raise max_queue_delay_microseconds (now {delay}) so requests wait long enough to batch, "
-                "or set preferred_batch_size")
-    return None
 
 
 def _tune_batching(triton, load, check, profiles, cap):

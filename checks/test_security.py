@@ -10,8 +10,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from pytest_triton_ready.models import ready_models
 from pytest_triton_ready.security.malformed import ACCEPTED, CLEAN, NO_ANSWER, SERVER_ERROR, build_cases, \
-    unknown_model_case
+    error_message, unknown_model_case
 from pytest_triton_ready.security.restricted import API_CATEGORIES, OPEN, REQUIRED_BY_DEFAULT, RESTRICTED, \
     UNREACHABLE, exposures, probe_grpc, probe_http
 from pytest_triton_ready.security.secrets import find_leaks, searchable
@@ -137,8 +138,7 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     payload, invalid JSON, batch above max_batch_size; and an unknown model) with a clean error,
     the server stays live and ready, and good requests before and after succeed."""
     client = triton.client
-    ready = {e["name"] for e in client.repository_index() if e.get("state") == "READY"}
-    models = [m for m in triton.models() if m in ready]
+    models = ready_models(triton)
     if not models:
         check.incomplete("no READY model to send malformed requests to")
     oversize = int(check.threshold("malformed_oversize_payload_mib").value * 2**20)
@@ -150,7 +150,7 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
             status, body = client.raw(case.path, "POST", case.body, case.headers)
         except ConnectionError as exc:
             return case, None, str(exc), time.perf_counter() - started
-        return case, status, _error_text(body), time.perf_counter() - started
+        return case, status, error_message(body), time.perf_counter() - started
 
     def judge(case, status, message, elapsed):
         from pytest_triton_ready.security.malformed import CaseAnswer
@@ -213,13 +213,6 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     if any(f.rule == "oversize payload" and f.severity == "error" for f in check.errors):
         check.recommend("Bound the model's variable input dimensions in config.pbtxt (dims), or cap the request "
                         "body size where the traffic enters (e.g. the ingress' maximum body size).")
-
-
-def _error_text(body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("error", ""))
-    except (ValueError, AttributeError):
-        return body[:200].decode(errors="replace")
 
 
 def _server_healthy(client):

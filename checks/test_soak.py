@@ -7,6 +7,8 @@ runner that dies still leaves evidence (`triton-ready report JOURNAL` renders it
 
 import pytest
 
+from pytest_triton_ready.models import ready_models
+
 pytestmark = pytest.mark.usefixtures("triton")
 
 
@@ -27,8 +29,7 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
 
     if not triton_settings.triton_soak:
         check.incomplete("the soak is turned off (--triton-soak=0)")
-    ready = {e["name"] for e in triton.client.repository_index() if e.get("state") == "READY"}
-    models = [m for m in triton.models() if m in ready]
+    models = ready_models(triton)
     if not models:
         check.incomplete("no READY model in scope to soak")
     try:

@@ -22,6 +22,18 @@ from .inputs import synthesize_inputs
 UNREACHABLE = "cannot reach Triton"
 
 
+def http_status(url: str, timeout_s: float = 2.0) -> int | None:
+    """The status of a GET on a fresh connection (as a load balancer's probe sees it); None when
+    nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
 class TritonUnreachable(ConnectionError):
     """The server does not answer at all; the message is the one line a user sees."""
 

@@ -1,5 +1,11 @@
 """Shared fixtures of the plugin's own tests: one real embedded Triton for the session, and a
-helper that runs checklist files through pytester against it and returns the readiness report."""
+helper that runs checklist files through pytester against it and returns the readiness report.
+
+Two layers: unit tests (no server, seconds) and server tests, marked `server`, that start or use a
+real tritonserver, Prometheus, Chromium, Docker or a subprocess run of the checklist. The mark is
+given here from the fixtures a test uses, plus the tests listed in SERVER_TESTS that start one
+themselves. Run the fast layer alone with `pytest -m "not server"`.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,40 @@ import tritonclient.grpc.model_config_pb2  # noqa: F401
 import tritonclient.http  # noqa: F401
 
 from shared_server import SharedDemoServer
+
+# Fixtures that start or reach a real server, Prometheus, a browser, Docker or a pytest subprocess.
+SERVER_FIXTURES = frozenset({
+    "demo_server", "run_checklist", "pytester", "load_server", "engine", "canary_server", "broken_server",
+    "production_server", "prometheus_binary", "browser", "container_settings", "evidence", "pytriton_wheel",
+    "h200_endpoint", "h200_checklist",
+})
+# Tests that start a server, a subprocess of the project or a pip build on their own.
+SERVER_TESTS = frozenset({
+    "test_runner_killed_outright_takes_the_server_down_with_it",
+    "test_launcher_lifecycle_kill_stub_restart_stop_and_removal",
+    "test_a_server_that_exits_at_start_up_is_reported_in_one_line_and_removed",
+    "test_without_a_docker_engine_start_fails_with_one_line",
+    "test_wheel_ships_checklist_and_demo_models",
+    "test_help_explains_the_options",
+    "test_wheel_ships_the_schema_and_templates",
+    "test_report_cli_names_the_file_and_cause_of_bad_input",
+    "test_script_installs_carried_wheels_and_passes_extra_arguments",
+    "test_script_setup_errors_are_one_line_and_exit_3",
+    "test_gpu_kind_is_refused_where_no_gpu_can_run_the_models",
+})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "server: starts or uses a real tritonserver, Prometheus, Chromium, Docker "
+                                       "or a subprocess run of the checklist (deselect with -m 'not server')")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = getattr(item, "originalname", item.name)
+        if name in SERVER_TESTS or SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHECKS = REPO_ROOT / "checks"

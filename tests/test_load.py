@@ -102,6 +102,27 @@ def test_stable_measurement_with_server_side_deltas(engine):
     assert server.stage_us["compute_infer"] > 0
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_throughput_over_five_stability_windows_matches_the_servers_count(engine, workers):
+    """With load_stability_windows=5 the reported throughput is the requests of the last 5 windows
+    over the duration of those 5 windows: the same rate as the server's own inference_count delta
+    over the same windows (within the requests in flight at the edges), not 3/5 of it."""
+    rules = MeasureRules(warmup_s=0.4, window_s=0.4, stability_windows=5, max_windows=5, stability_tolerance=10.0,
+                         min_duration_s=1.0, min_requests=20)
+    measurement = engine.measure("identity", concurrency=4, rules=rules, workers=workers)
+    assert len(measurement.windows) == 5
+    server = measurement.server_model
+    assert server is not None
+    duration = sum(w.end_s - w.start_s for w in measurement.windows)
+    assert measurement.stats.duration_s == pytest.approx(duration)
+    client_count = sum(w.stats.count_ok for w in measurement.windows)
+    assert measurement.stats.count_ok == client_count
+    server_rate = server.inference_count / duration
+    slack = (4 * 5 + 8 + 0.02 * server.inference_count) / duration
+    assert measurement.stats.throughput_infer_s == pytest.approx(server_rate, abs=slack), (
+        measurement.stats.throughput_infer_s, server_rate)
+
+
 def test_too_short_a_run_is_invalid(engine):
     rules = MeasureRules(warmup_s=0.2, window_s=0.3, max_windows=3, stability_tolerance=10.0,
                          min_duration_s=5.0, min_requests=10)

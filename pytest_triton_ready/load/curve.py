@@ -7,6 +7,8 @@ throughput within the latency budget, and what is wrong with the curve's shape.
   highest: past it, more concurrency buys latency, not throughput.
 - Capacity: the highest throughput among trustworthy points whose p99 is within the budget and
   whose success rate meets the minimum.
+- Sweep stop: past saturation (two points in a row over budget without a 5% throughput gain).
+- Enough points: at least half of the points, and two, stable and valid; else no capacity.
 - Shape problems: throughput falling by more than `drop_tolerance` as concurrency rises before
   the knee; p99 over the budget at a point whose throughput is still below the target load.
 """
@@ -14,7 +16,7 @@ throughput within the latency budget, and what is wrong with the curve's shape.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -43,14 +45,21 @@ def sweep_levels(max_batch_size: int, instances: int, cap: int = 0) -> list[int]
     return levels
 
 
-def instance_count(config: dict[str, Any]) -> int:
-    """Instances of a model from its effective config (count per group; GPU groups per GPU)."""
-    total = 0
-    for group in config.get("instance_group", []) or []:
-        count = int(group.get("count", 1))
-        gpus = group.get("gpus") or []
-        total += count * (len(gpus) if group.get("kind") == "KIND_GPU" and gpus else 1)
-    return total or 1
+def past_saturation(points: Sequence[CurvePoint], budget_p99_ms: float, gain: float = 0.05) -> bool:
+    """Stop sweeping once two trustworthy points in a row are over budget without a `gain` (5%)
+    throughput rise: of the last three trustworthy points, each step gains less than 5% and the
+    last two are over the p99 budget."""
+    last = [p for p in points if p.trustworthy][-3:]
+    if len(last) < 3:
+        return False
+    flat = all(b.throughput_infer_s < a.throughput_infer_s * (1 + gain) for a, b in zip(last, last[1:]))
+    return flat and all(p.p99_ms and p.p99_ms > budget_p99_ms for p in last[1:])
+
+
+def enough_trusted(points: Sequence[CurvePoint]) -> bool:
+    """A curve counts when at least half of its points (and at least two) are stable and valid."""
+    trusted = sum(1 for p in points if p.trustworthy)
+    return trusted >= max(2, (len(points) + 1) // 2)
 
 
 def knee(points: Sequence[CurvePoint], knee_fraction: float) -> CurvePoint | None:

@@ -20,7 +20,7 @@ from .requests import DEFAULT_POOL_SIZE, RequestPool, build_pool
 from .rules import MeasureRules, stability, validity
 from .senders import make_sender
 from .server_side import ModelWindow, ServerProbe, ServerWindow
-from .stats import Stats, merged
+from .stats import Stats, Tally, merged
 from .timeline import Timeline
 from .workers import auto_workers, run_in_workers
 from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
@@ -188,10 +188,10 @@ class LoadEngine:
 
         if concurrency is not None:
             plan = TrafficPlan({model: pool}, "closed", concurrency={model: concurrency}, warmup_s=rules.warmup_s,
-                               window_s=rules.window_s, bin_s=None)
+                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows)
         else:
             plan = TrafficPlan({model: pool}, "open", rates={model: rate}, poisson=poisson, warmup_s=rules.warmup_s,
-                               window_s=rules.window_s, bin_s=None)
+                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows)
         count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
         if count > 1:
             probe = self.probe_factory([model]) if server_stats and self.probe_factory else None
@@ -207,17 +207,25 @@ def measurement_from(model: str, result: TrafficResult, rules: MeasureRules, con
                      rate: float | None, protocol: str, workers: int = 1) -> Measurement:
     windows = result.windows
     reported = windows[-rules.stability_windows:]
-    tallies = result.recent_tallies[-rules.stability_windows:]
     duration, count = _span(reported)
-    if tallies:
-        stats = merged(t for by_model in tallies for t in by_model.values()).summary(duration)
-    else:
-        stats = result.stats
+    stats = reported_stats(windows, result.recent_tallies, rules.stability_windows) or result.stats
     stable, stable_detail = stability(windows, rules)
     valid, valid_detail = validity(duration, count, rules)
     return Measurement(model, result.mode, concurrency, rate, stats, windows, stable, stable_detail, valid,
                        valid_detail, rules, combine_server([w.server for w in reported if w.server]), protocol,
                        workers, result)
+
+
+def reported_stats(windows: list[Window], recent_tallies: list[dict[str, Tally]], stability_windows: int) -> Stats | None:
+    """The stats of the last `stability_windows` windows, merged from their tallies and divided by
+    the duration of the same windows (fewer when fewer tallies were kept): requests and time always
+    come from the same windows. None when no tally was kept."""
+    n = min(stability_windows, len(recent_tallies), len(windows))
+    if n <= 0:
+        return None
+    tallies = recent_tallies[-n:]
+    duration, _ = _span(windows[-n:])
+    return merged(t for by_model in tallies for t in by_model.values()).summary(duration)
 
 
 def _span(windows: list[Window]) -> tuple[float, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .curve import instance_count
+from ..models import instance_count
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,3 @@ def profile(settings: Any, model: str, config: dict[str, Any]) -> ModelProfile:
         config.get("dynamic_batching") or None, config.get("sequence_batching") is not None, budget, source, slo.p99_ms, slo.min_throughput,
     )
 
-
-def ready_models(target: Any) -> list[str]:
-    """Models in scope that are READY (the others are CFG-1's business)."""
-    ready = {e["name"] for e in target.client.repository_index() if e.get("state") == "READY"}
-    return [m for m in target.models() if m in ready]

@@ -62,6 +62,7 @@ class TrafficPlan:
     late_drop_s: float = DEFAULT_LATE_DROP_S
     duration_s: float | None = None  # None: until stopped
     keep_windows: int = 10_000
+    keep_tallies: int = 3  # the last windows' tallies kept for merging: at least the windows a measurement reports
     seed: int | None = None
 
 
@@ -229,7 +230,8 @@ class Traffic:
         self.started = time.monotonic()
         models = list(plan.pools)
         self.timeline = Timeline(self.started, plan.bin_s, plan.max_bins) if plan.bin_s else None
-        self.recorder = Recorder(models, self.started, plan.warmup_s, plan.window_s, self.timeline)
+        self.recorder = Recorder(models, self.started, plan.warmup_s, plan.window_s, self.timeline,
+                                 keep_tallies=plan.keep_tallies)
         if plan.warmup_s and self.probe is not None:
             self._loop.call_later(plan.warmup_s, self._snapshot_at_warmup_end)
         if plan.mode == "closed":

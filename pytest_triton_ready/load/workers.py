@@ -135,7 +135,7 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
                             window.server = window_delta(snapshots["last"], snapshot)
                         snapshots["last"] = snapshot
                     windows.append(window)
-                    recent = (recent + [tallies])[-3:]
+                    recent = (recent + [tallies])[-max(1, plan.keep_tallies):]
                     if stop_when is not None and stop_when(windows):
                         stop.set()
     finally:

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from ..client import http_status
 from ..launchers.process import end_group, free_port, spawn
 
 JOB = "triton"
@@ -187,13 +188,7 @@ class PrometheusRunner:
             return ""
 
     def _status(self, path: str) -> int | None:
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=2) as response:
-                return response.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except (urllib.error.URLError, OSError):
-            return None
+        return http_status(self.url + path, timeout_s=2)
 
 
 def _epoch(rfc3339: str | None) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..models import ready_names
 from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
 
 
@@ -39,7 +40,7 @@ def deployment_configs(target) -> DeploymentConfigs:
         sources, errors = read_repository(repository, target.settings.triton_models or ())
         return DeploymentConfigs(f"repository {repository}", sources, errors)
     found = DeploymentConfigs(f"live configs from {target.endpoints.http_url}", from_files=False)
-    ready = {e["name"] for e in target.client.repository_index() if e.get("state") == "READY"}
+    ready = ready_names(target.client)
     for model in target.models():
         origin = f"{target.endpoints.http_url}/v2/models/{model}/config"
         if model not in ready:

@@ -57,6 +57,15 @@ class CaseAnswer:
                 f"{self.case.detail}; answer: {self.message[:200]}")
 
 
+def error_message(body: bytes) -> str:
+    """The "error" field of a JSON error body ("" when it has none); else the body's first 200
+    characters."""
+    try:
+        return str(json.loads(body).get("error", ""))
+    except (ValueError, AttributeError):
+        return body[:200].decode(errors="replace")
+
+
 def json_tensor(name: str, array: np.ndarray, datatype: str | None = None) -> dict[str, Any]:
     """A tensor in the KServe v2 JSON form."""
     from tritonclient.utils import np_to_triton_dtype
