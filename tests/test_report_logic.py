@@ -41,7 +41,7 @@ def test_reason_of_a_ready_run_counts_passes_not_applicable_and_failed_advisorie
     assert overall_verdict(results) == "READY"
     assert verdict_reason(results) == ("all 2 blocking checks passed; 1 not applicable; advisory checks failed: "
                                        "PERF-1, MON-4")
-    assert overall_verdict([]) == "READY"
+    assert overall_verdict([]) == "INCOMPLETE"  # nothing ran: nothing to call READY
 
 
 def test_an_item_shows_its_worst_verdict():
