@@ -149,7 +149,6 @@ def _package_version(name: str) -> str:
 
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-_RULE_KEYS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
 
 
 def _parser_problems(rule_file: RuleFile) -> list[str]:

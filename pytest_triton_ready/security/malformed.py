@@ -15,8 +15,6 @@ from typing import Any
 import numpy as np
 
 CLEAN, SERVER_ERROR, ACCEPTED, NO_ANSWER = "clean error", "server error", "accepted", "no answer"
-CASES = ("wrong datatype", "wrong shape", "missing input", "oversize payload", "invalid JSON",
-         "batch above max_batch_size", "unknown model")
 UNKNOWN_MODEL = f"triton-ready-probe-{uuid.uuid4().hex[:12]}-does-not-exist"
 
 
