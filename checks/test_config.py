@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_triton_ready.models import ready_models, ready_names
+from pytest_triton_ready.server_log import model_load_failures
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -36,14 +37,21 @@ def test_models_ready(triton, check):
     models = triton.models()
     if not models:
         check.finding("the repository index lists no model at all")
+    never_loaded = model_load_failures(triton.server_log(10_000)) if triton.owns_process else {}
     for model in models:
         entries = index.get(model)
         if not entries:
             check.finding(f"{model}: not in the repository index", model=model)
             continue
         for entry in entries:
-            state = entry.get("state") or "UNKNOWN"
-            version = entry.get("version") or "?"
+            if entry.get("state") is None:  # listed by name only: the config never parsed or validated
+                reason = never_loaded.get(model) or ("its config.pbtxt failed to parse or validate (the server lists "
+                                                     "it without a state; its log names the error)")
+                check.measure("state", "NOT LOADED", model=model)
+                check.finding(f"{model} was never loaded: {reason}", model=model, rule="CFG-1")
+                check.evidence(f"{model} load failure", reason)
+                continue
+            state, version = entry["state"], entry.get("version") or "?"
             check.measure("state", state, model=f"{model}/{version}")
             if state != "READY":
                 reason = entry.get("reason") or "the server gave no reason"
