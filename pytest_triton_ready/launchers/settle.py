@@ -66,7 +66,7 @@ def _log_line_about(log: str, model: str) -> str:
     quoted = (f"'{model}'", f'"{model}"', f"/{model}/")
     for line in reversed(log.splitlines()):
         if line.startswith(("E", "W")) and any(q in line for q in quoted):
-            return line.split("] ", 1)[-1].strip()
+            return line.split("] ", 1)[-1].strip().strip('"')
     return "see the server log"
 
 
