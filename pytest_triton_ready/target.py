@@ -3,37 +3,55 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
 from .client import TritonClient, TritonUnreachable
-from .launchers import Endpoints, LaunchError
+from .launchers import Endpoints, Launcher, LaunchError
 from .metrics import MetricsSnapshot, scrape
 from .settings import Settings
 
 
-def make_launcher(settings: Settings):
-    """The launcher the settings ask for; heavy launchers are imported only when chosen."""
-    if settings.launch == "attach":
-        from .launchers.attach import AttachLauncher
+def _attach(settings: Settings) -> Launcher:
+    from .launchers.attach import AttachLauncher
 
-        return AttachLauncher(settings)
-    if settings.launch == "embedded":
-        from .launchers.embedded import EmbeddedLauncher
+    return AttachLauncher.from_settings(settings)
 
-        return EmbeddedLauncher(settings.triton_model_repository, settings.triton_startup_timeout,
-                                extra_args=settings.section("server").get("args", []))
-    if settings.launch == "container":
-        from .launchers.container import ContainerLauncher
 
-        return ContainerLauncher(settings)
-    raise LaunchError(f"unknown launcher {settings.launch!r}")
+def _embedded(settings: Settings) -> Launcher:
+    from .launchers.embedded import EmbeddedLauncher
+
+    return EmbeddedLauncher.from_settings(settings)
+
+
+def _container(settings: Settings) -> Launcher:
+    from .launchers.container import ContainerLauncher
+
+    return ContainerLauncher.from_settings(settings)
+
+
+# `server.launch` -> a factory taking the settings. Each factory imports its launcher only when
+# chosen (the container launcher pulls in testcontainers). Every launcher honours `server.args`
+# when it starts a server.
+LAUNCHERS: dict[str, Callable[[Settings], Launcher]] = {
+    "attach": _attach,
+    "embedded": _embedded,
+    "container": _container,
+}
+
+
+def make_launcher(settings: Settings) -> Launcher:
+    """The launcher the settings ask for."""
+    factory = LAUNCHERS.get(settings.launch)
+    if factory is None:
+        raise LaunchError(f"unknown launcher {settings.launch!r}; known: {', '.join(LAUNCHERS)}")
+    return factory(settings)
 
 
 class Target:
     """The server under test. `client` talks to it; `launcher` can stop, kill and restart it
     when `owns_process` is true."""
 
-    def __init__(self, settings: Settings, launcher: Any, endpoints: Endpoints) -> None:
+    def __init__(self, settings: Settings, launcher: Launcher, endpoints: Endpoints) -> None:
         self.settings = settings
         self.launcher = launcher
         self.endpoints = endpoints
@@ -46,7 +64,14 @@ class Target:
     def open(cls, settings: Settings) -> Target:
         """Launch or attach, then make sure something answers; LaunchError/TritonUnreachable if not."""
         launcher = make_launcher(settings)
-        endpoints = launcher.start()
+        try:
+            endpoints = launcher.start()
+        except BaseException:
+            try:
+                _keep_log(settings, launcher)
+            finally:
+                launcher.cleanup()
+            raise
         target = cls(settings, launcher, endpoints)
         try:
             target.client.probe()
@@ -57,7 +82,7 @@ class Target:
 
     @property
     def owns_process(self) -> bool:
-        return bool(getattr(self.launcher, "owns_process", False))
+        return self.launcher.capabilities.owns_process
 
     def models(self) -> list[str]:
         """Models in scope: the settings' list, else every model in the repository index."""
@@ -83,10 +108,14 @@ class Target:
 
     def keep_server_log(self) -> None:
         """With --triton-server-log, stop a launched server and copy its whole log there first."""
-        path = self.settings.triton_server_log
-        if not path or not self.owns_process:
-            return
-        self.launcher.stop()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.launcher.log_text(max_lines=10**9) + "\n")
+        _keep_log(self.settings, self.launcher)
+
+
+def _keep_log(settings: Settings, launcher: Launcher) -> None:
+    path = settings.triton_server_log
+    if not path or not launcher.capabilities.owns_process:
+        return
+    launcher.stop()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(launcher.log_text(max_lines=10**9) + "\n")

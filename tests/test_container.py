@@ -328,6 +328,10 @@ def test_launcher_lifecycle_kill_stub_restart_stop_and_removal(tmp_path):
 
         stubs = launcher.stub_pids("scale")
         assert len(stubs) == 2
+        found = launcher.stubs("scale")  # the protocol's view: pids with instance names
+        assert {s.pid for s in found} == set(stubs) and {s.model for s in found} == {"scale"}
+        assert [s.instance for s in found] == ["scale_0_0", "scale_0_1"]
+        assert launcher.exit_code() is None and launcher.process_tree() is None
         mine = [pid for model in ("scale", "cached_sum", "accumulate") for pid in launcher.stub_pids(model)]
         assert len(mine) == 4 and set(mine) <= set(launcher.stub_pids())
         launcher.signal_process(stubs[0])

@@ -15,8 +15,10 @@ import signal
 import time
 import urllib.error
 import urllib.request
+from contextlib import ExitStack
 from typing import Any, Callable
 
+from .experiment import Experiment, one_line, run_experiment
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .plan import FaultPlan
 from .probes import InstanceProber, Watcher, instance_count, wait_until
@@ -130,11 +132,12 @@ class FaultInjector:
         self.processes.signal(stubs[0].pid, signal.SIGKILL)
         return stubs[0]
 
-    def reload(self, model: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    def reload(self, model: str, config: dict[str, Any] | None = None, client: Any = None) -> dict[str, Any]:
         """A real reload of `model`: a load with its effective config plus a harmless change (or
-        `config`). Returns the config it loaded."""
-        config = config or with_reload_marker(self.client.model_config(model, fresh=True))
-        self.client.load(model, config=config)
+        `config`), through `client` (default: the run's). Returns the config it loaded."""
+        client = client or self.client
+        config = config or with_reload_marker(client.model_config(model, fresh=True))
+        client.load(model, config=config)
         return config
 
     def unload_and_load(self, model: str) -> None:
@@ -187,143 +190,12 @@ class FaultInjector:
         return (engine or self.engine).open_loop(model, rate=plan.rate_per_s, protocol=plan.protocol,
                                                  late_drop_s=plan.late_drop_s)
 
-    def _require_steady(self, outcome: Outcome, traffic: Any) -> None:
-        """Before the fault: the steady state must hold, else no fault is injected (_Unsteady)."""
-        bins, _ = traffic.timeline_so_far()
-        steady = steady_state(bins, 0.0, traffic.elapsed_s(), self.success_rate_min)
-        if not steady.holds:
-            outcome.steady = steady
-            outcome.incomplete = f"no steady state before the fault, so no fault was injected: {steady.reason}"
-            raise _Unsteady(outcome.incomplete)
-
     def _steady(self, outcome: Outcome, until_s: float | None) -> None:
         if outcome.traffic is None or until_s is None:
             return
         outcome.steady = steady_state(outcome.bins, 0.0, until_s, self.success_rate_min)
         if not outcome.steady.holds and outcome.incomplete is None:
             outcome.incomplete = f"no steady state before the fault: {outcome.steady.reason}"
-
-    # -- experiments -----------------------------------------------------------------------------
-    def forced_reload(self, model: str) -> ReloadOutcome:
-        """Under traffic, reload `model` with a harmless config change (a real reload). Zero
-        downtime means no failed request; `serve_s` runs until the reloaded config answers."""
-        plan = self.plan
-        outcome = ReloadOutcome("forced reload", model)
-        client = self.client
-        try:
-            original = client.model_config(model, fresh=True)
-        except Exception as exc:
-            outcome.incomplete = f"the server did not give {model}'s configuration to reload it with: {_one_line(exc)}"
-            return outcome
-        changed = with_reload_marker(original)
-        marker = changed["parameters"][RELOAD_MARKER]
-        prober = self.prober(model)
-        traffic = self._traffic(model)
-        try:
-            with traffic:
-                time.sleep(plan.steady_s)
-                self._require_steady(outcome, traffic)
-                traffic.event("reload requested")
-                started = time.monotonic()
-                try:
-                    self.reload(model, changed)
-                except Exception as exc:
-                    outcome.incomplete = f"the server refused the reload: {_one_line(exc)}"
-                else:
-                    outcome.reload_call_s = time.monotonic() - started
-                    traffic.event("reload returned")
-                    serving = wait_until(
-                        lambda: (client.model_config(model, fresh=True).get("parameters") or {}).get(RELOAD_MARKER) == marker
-                        and prober.client.infer(model, protocol="grpc").ok, plan.recovery_timeout_s)
-                    if serving is not None:
-                        outcome.serve_s = time.monotonic() - started
-                        traffic.event("reloaded model serves")
-                time.sleep(plan.settle_s)
-        except _Unsteady:
-            pass
-        finally:
-            prober.close()
-        outcome.traffic = traffic.result
-        self._read_reload(outcome, "reload requested")
-        if outcome.reload_call_s is not None:
-            try:  # put the configuration the model had back (another real reload, outside traffic)
-                self.reload(model, original)
-            except Exception as exc:
-                outcome.notes.append(f"the original configuration could not be loaded back: {_one_line(exc)}")
-        return outcome
-
-    def version_rollout(self, model: str) -> ReloadOutcome:
-        """Roll out version N+1 of `model` under traffic, on a scratch copy of its repository
-        served by a second server like the run's one: the version appears on disk, a load picks it
-        up, and traffic without a version must keep flowing while N+1 replaces N."""
-        from ..load import LoadEngine
-
-        outcome = ReloadOutcome("new version rollout", model)
-        if not self.owns_process:
-            outcome.incomplete = self.destructive_unavailable()
-            return outcome
-        try:
-            with scratch_server(self.target.launcher, model) as (server, model_dir):
-                endpoints = server.endpoints
-                client = self.new_client(endpoints.http_url, endpoints.grpc_url, timeout_s=10.0)
-                try:
-                    engine = LoadEngine(client, endpoints.grpc_url, endpoints.http_url, self.target.settings.headers)
-                    self._rollout(outcome, client, engine, model_dir, endpoints)
-                finally:
-                    client.close()
-        except ScratchUnsupported as exc:
-            outcome.incomplete = str(exc)
-        return outcome
-
-    def _rollout(self, outcome: ReloadOutcome, client: Any, engine: Any, model_dir: Any, endpoints: Any) -> None:
-        plan = self.plan
-        model = outcome.model
-        versions = numeric_versions(model_dir)
-        old, new = versions[-1], versions[-1] + 1
-        outcome.old_version, outcome.new_version = str(old), str(new)
-        config = client.model_config(model, fresh=True)
-        override = None
-        if "specific" in (config.get("version_policy") or {}):
-            override = copy.deepcopy(config)
-            override["version_policy"] = {"specific": {"versions": [new]}}
-            outcome.notes.append(f"the version policy is `specific`: version {new} was named in a config override")
-        own: dict[str, Any] = {}  # the watcher's thread gets its own client: one HTTP client per thread
-
-        def new_version_serves() -> bool:
-            if "client" not in own:
-                own["client"] = self.new_client(endpoints.http_url, endpoints.grpc_url)
-            return own["client"].model_ready(model, str(new)) and own["client"].infer(model, version=str(new)).ok
-
-        watcher = Watcher({"new version serves": new_version_serves}, interval_s=0.05)
-        traffic = self._traffic(model, engine)
-        try:
-            with traffic:
-                time.sleep(plan.steady_s)
-                self._require_steady(outcome, traffic)
-                add_version(model_dir, old, new)
-                traffic.event(f"version {new} added, load requested")
-                watcher.on_first = traffic.event
-                watcher.start()
-                started = time.monotonic()
-                try:
-                    client.load(model, config=override)
-                except Exception as exc:
-                    outcome.incomplete = f"the server refused to load version {new}: {_one_line(exc)}"
-                else:
-                    outcome.reload_call_s = time.monotonic() - started
-                    traffic.event("load returned")
-                    if watcher.wait(plan.recovery_timeout_s):
-                        outcome.serve_s = watcher.first["new version serves"] + (watcher.started - started)
-                watcher.stop()
-                if "client" in own:
-                    own["client"].close()
-                time.sleep(plan.settle_s)
-        except _Unsteady:
-            pass
-        outcome.traffic = traffic.result
-        states = {e.get("version"): e.get("state") for e in client.repository_index() if e.get("name") == model}
-        outcome.old_version_state = states.get(str(old))
-        self._read_reload(outcome, f"version {new} added, load requested")
 
     def _read_reload(self, outcome: ReloadOutcome, event: str) -> None:
         fault_at = event_time(outcome.events, event)
@@ -335,198 +207,41 @@ class FaultInjector:
         outcome.baseline_p99_ms = outcome.steady.p99_ms if outcome.steady else None
         outcome.peak_p99_ms = peak_p99_ms(bins, fault_at)
 
+    # -- experiments: each one through the one skeleton (experiment.run_experiment) ----------------
+    def run(self, experiment: Experiment) -> Outcome:
+        """Run any Experiment through the skeleton: steady state, fault, verdict, restore (finally)."""
+        return run_experiment(experiment)
+
+    def forced_reload(self, model: str) -> ReloadOutcome:
+        """Under traffic, reload `model` with a harmless config change (a real reload). Zero
+        downtime means no failed request; `serve_s` runs until the reloaded config answers. The
+        model's own configuration is loaded back afterwards, even when the reload request timed out."""
+        return self.run(ForcedReload(self, model))
+
+    def version_rollout(self, model: str) -> ReloadOutcome:
+        """Roll out version N+1 of `model` under traffic, on a scratch copy of its repository
+        served by a second server like the run's one: the version appears on disk, a load picks it
+        up, and traffic without a version must keep flowing while N+1 replaces N."""
+        return self.run(VersionRollout(self, model))
+
     def instance_restart(self, model: str) -> InstanceRestartOutcome:
         """Kill one instance of `model` (its python backend stub) under traffic. Watch what clients
         see and what the ready endpoints say, then recover with unload + load and time until every
         instance answers again."""
-        plan = self.plan
-        outcome = InstanceRestartOutcome("instance restart", model)
-        reason = self.destructive_unavailable()
-        if reason is None and not self.stubs(model):
-            reason = (f"{model} has no python backend stub process this run can see: an instance of another "
-                      "backend lives inside the server process and cannot be killed alone")
-        if reason:
-            outcome.incomplete = reason
-            return outcome
-        client = self.client
-        prober = self.prober(model)
-        outcome.instances = prober.instances
-        prober.take_reference()
-        traffic = self._traffic(model)
-        try:
-            with traffic:
-                time.sleep(plan.steady_s)
-                self._require_steady(outcome, traffic)
-                victim = self.kill_stub(model)
-                outcome.instance = victim.instance
-                traffic.event(f"stub {victim.instance} killed")
-                observe_until = time.monotonic() + plan.observe_s
-                while time.monotonic() < observe_until:
-                    outcome.server_ready_while_dead.append(client.get_status("/v2/health/ready"))
-                    outcome.model_ready_while_dead.append(client.get_status(f"/v2/models/{model}/ready"))
-                    time.sleep(0.1)
-                probe = prober.probe()
-                outcome.probe_while_dead = probe.describe()
-                outcome.unhealthy_instances = probe.unhealthy_instances
-                outcome.restarted_by_server = any(s.instance == victim.instance for s in self.stubs(model))
-                client.load(model)  # a plain load of an unchanged model: a no-op, no new stub
-                outcome.plain_load_recovered = any(s.instance == victim.instance for s in self.stubs(model))
-                traffic.event("recovery: unload + load")
-                started = time.monotonic()
-                self.unload_and_load(model)
-                traffic.event("load returned")
-                while time.monotonic() - started < plan.recovery_timeout_s:
-                    round_started = time.monotonic()
-                    if self.every_instance_answers(prober, traffic):
-                        outcome.recovery_s = round_started - started
-                        traffic.event("every instance answered a probe")
-                        break
-                    time.sleep(0.1)
-                time.sleep(plan.settle_s)
-        except _Unsteady:
-            pass
-        finally:
-            prober.close()
-        outcome.traffic = traffic.result
-        killed_at = event_time(outcome.events, f"stub {outcome.instance} killed")
-        self._steady(outcome, killed_at)
-        recovery_at = event_time(outcome.events, "recovery: unload + load")
-        if killed_at is not None:
-            bins = outcome.bins
-            outcome.failed_requests = failed_between(bins, killed_at)
-            outcome.failed_while_dead = failed_between(bins, killed_at, recovery_at)
-            outcome.failed_during_recovery = failed_between(bins, recovery_at) if recovery_at is not None else 0
-            dead = [b for b in bins if killed_at <= b.t_s < (recovery_at or killed_at)]
-            answered = sum(b.ok + b.errors for b in dead)
-            outcome.failure_share = sum(b.errors for b in dead) / answered if answered else None
-            back = recovered_at(bins, recovery_at or killed_at, plan.recovered_hold_s)
-            outcome.impact_s = back - killed_at if back is not None else None
-        outcome.restore_error = self.restore(model)
-        return outcome
+        return self.run(InstanceRestart(self, model))
 
     def server_restart(self, model: str) -> ServerRestartOutcome:
         """SIGKILL the server under traffic and start it again through its launcher: time to live,
         to ready, to the first correct inference (the same answer as before the crash), and no
         process of the old server left behind."""
-        plan = self.plan
-        outcome = ServerRestartOutcome("server restart", model)
-        outcome.incomplete = self.destructive_unavailable()
-        if outcome.incomplete:
-            return outcome
-        http = self.target.endpoints.http_url
-        prober = self.prober(model)
-        prober.take_reference()
-        probe_client = self.new_client(timeout_s=2.0)
-
-        def correct_inference() -> bool:
-            import numpy as np
-
-            inputs, outputs = prober.reference
-            answer = probe_client.infer(model, inputs)
-            return answer.ok and all(np.array_equal(v, answer.outputs.get(k)) for k, v in outputs.items())
-
-        before = self.processes.tree()
-        traffic = self._traffic(model)
-        starter_error: list[BaseException] = []
-        try:
-            with traffic:
-                time.sleep(plan.steady_s)
-                self._require_steady(outcome, traffic)
-                traffic.event("SIGKILL")
-                killed = time.monotonic()
-                self.kill_server()
-                outcome.kill_s = time.monotonic() - killed
-                outcome.left_behind = still_running(before) if before else None
-                watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live") == 200,
-                                   "ready": lambda: http_status(f"{http}/v2/health/ready") == 200,
-                                   "first correct inference": correct_inference}, on_first=traffic.event)
-                traffic.event("restart")
-                watcher.start()
-                # Started from this (long-lived) thread: the launcher's child dies with the thread
-                # that spawned it (PR_SET_PDEATHSIG), so never from a short-lived worker thread.
-                _catching(self.start_server, starter_error)()
-                watcher.wait(plan.recovery_timeout_s)
-                watcher.stop()
-                offset = watcher.started - killed
-                outcome.live_s, outcome.ready_s, outcome.first_inference_s = (
-                    watcher.first[name] + offset if name in watcher.first else None
-                    for name in ("live", "ready", "first correct inference"))
-                # The traffic's own channel may come back later than the server (reconnect backoff).
-                since = traffic.elapsed_s()
-                wait_until(lambda: any(b.ok for b in traffic.timeline_so_far()[0] if b.t_s >= since),
-                           plan.recovery_timeout_s, 0.1)
-                time.sleep(plan.settle_s)
-        except _Unsteady:
-            pass
-        finally:
-            prober.close()
-            probe_client.close()
-        if starter_error:
-            outcome.notes.append(f"the launcher could not start the server again: {_one_line(starter_error[0])}")
-        outcome.traffic = traffic.result
-        killed_at = event_time(outcome.events, "SIGKILL")
-        self._steady(outcome, killed_at)
-        if killed_at is not None:
-            outcome.failed_requests = failed_between(outcome.bins, killed_at)
-            back = recovered_at(outcome.bins, killed_at, plan.recovered_hold_s)
-            outcome.client_recovery_s = back - killed_at if back is not None else None
-        outcome.restore_error = self.restore(model)
-        return outcome
+        return self.run(ServerRestart(self, model))
 
     def graceful_shutdown(self, model: str) -> ShutdownOutcome:
         """SIGTERM the server under traffic: requests in flight must complete, new ones be refused
         cleanly (connection refused, or an answer that the model is unavailable), readiness must
         drop before the process exits, and the exit must come within the exit timeout. Then the
         server is started again for the checks after this one."""
-        plan = self.plan
-        outcome = ShutdownOutcome("graceful shutdown", model)
-        outcome.incomplete = self.destructive_unavailable()
-        if outcome.incomplete:
-            return outcome
-        launcher = self.target.launcher
-        outcome.exit_timeout_s = float(getattr(launcher, "exit_timeout_s", 30))
-        http = self.target.endpoints.http_url
-        # Idle keep-alive connections of this run's own client would hold the server until its
-        # exit timeout; a drained load balancer holds none either.
-        self.client.reconnect()
-        before = self.processes.tree()
-        traffic = self._traffic(model)
-        try:
-            with traffic:
-                time.sleep(plan.steady_s)
-                self._require_steady(outcome, traffic)
-                watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready") != 200,
-                                   "exited": lambda: self.processes.exit_code() is not None}, on_first=traffic.event)
-                outcome.in_flight_at_sigterm = traffic.in_flight
-                traffic.event("SIGTERM")
-                self.terminate_server()
-                watcher.start()
-                watcher.wait(outcome.exit_timeout_s + 10)
-                watcher.stop()
-                outcome.ready_drop_s = watcher.first.get("readiness dropped")
-                outcome.exit_s = watcher.first.get("exited")
-                outcome.exit_code = self.processes.exit_code()
-                time.sleep(min(plan.settle_s, 0.5))
-        except _Unsteady:
-            outcome.traffic = traffic.result
-            return outcome
-        outcome.traffic = traffic.result
-        sigterm_at = event_time(outcome.events, "SIGTERM")
-        self._steady(outcome, sigterm_at)
-        outcome.classify(self.errors_after(outcome, sigterm_at))
-        wait_until(lambda: not still_running(before), 5)
-        outcome.left_behind = still_running(before) if before else None
-        log = launcher.log_text(400)
-        outcome.shutdown_log = log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else ""
-        started = time.monotonic()
-        try:
-            launcher.stop()
-            launcher.start()
-            outcome.restart_s = time.monotonic() - started
-        except Exception as exc:
-            outcome.notes.append(f"the launcher could not start the server again: {_one_line(exc)}")
-        outcome.restore_error = self.restore(model)
-        return outcome
+        return self.run(GracefulShutdown(self, model))
 
     @staticmethod
     def errors_after(outcome: Outcome, t_s: float | None) -> dict[str, int]:
@@ -538,8 +253,379 @@ class FaultInjector:
         return errors
 
 
-class _Unsteady(Exception):
-    """The steady state did not hold before the fault; the experiment stops there."""
+class _InjectorExperiment(Experiment):
+    """An experiment on the injector's server: its plan, its traffic, and by default the full
+    restore (server up and ready, every instance of the model answering)."""
+
+    destructive = True
+
+    def __init__(self, injector: FaultInjector, model: str) -> None:
+        super().__init__(model, injector.plan, injector.success_rate_min)
+        self.injector = injector
+
+    def unavailable(self) -> str | None:
+        return self.injector.destructive_unavailable() if self.destructive else None
+
+    def open_traffic(self) -> Any:
+        return self.injector._traffic(self.model)
+
+    def restore(self) -> str | None:
+        return self.injector.restore(self.model)
+
+    def restore_advice(self) -> str:
+        return (f"the server may be down, not ready, or serving {self.model} with a dead instance: restart it "
+                f"(or unload + load {self.model}) and check /v2/health/ready and one inference on every instance "
+                "before trusting the checks after this one")
+
+
+class ForcedReload(_InjectorExperiment):
+    name = "forced reload"
+    outcome_type = ReloadOutcome
+    destructive = False
+    EVENT = "reload requested"
+    refused = False  # the server answered the reload request with an error: nothing changed
+
+    def prepare(self) -> None:
+        outcome = self.outcome
+        client = self.injector.client
+        try:
+            self.original = client.model_config(self.model, fresh=True)
+        except Exception as exc:
+            outcome.incomplete = (f"the server did not give {self.model}'s configuration to reload it with: "
+                                  f"{one_line(exc)}")
+            return
+        self.changed = with_reload_marker(self.original)
+        self.prober = self.injector.prober(self.model)
+
+    def fault(self, traffic: Any) -> None:
+        outcome, model, client = self.outcome, self.model, self.injector.client
+        marker = self.changed["parameters"][RELOAD_MARKER]
+        prober = self.prober
+        self.note_fault(traffic, self.EVENT)
+        started = time.monotonic()
+        try:
+            self.injector.reload(model, self.changed)
+        except Exception as exc:
+            outcome.incomplete = f"the server refused the reload: {one_line(exc)}"
+            # An error the server answered changed nothing; a timeout or a lost connection leaves
+            # the reload possibly carried out (or still running): then the restore must run.
+            self.refused = _server_answered(exc)
+            return
+        outcome.reload_call_s = time.monotonic() - started
+        traffic.event("reload returned")
+        serving = wait_until(
+            lambda: (client.model_config(model, fresh=True).get("parameters") or {}).get(RELOAD_MARKER) == marker
+            and prober.client.infer(model, protocol="grpc").ok, self.plan.recovery_timeout_s)
+        if serving is not None:
+            outcome.serve_s = time.monotonic() - started
+            traffic.event("reloaded model serves")
+
+    def release(self) -> None:
+        if getattr(self, "prober", None) is not None:
+            self.prober.close()
+
+    def verdict(self) -> None:
+        self.injector._read_reload(self.outcome, self.EVENT)
+
+    def restore(self) -> str | None:
+        """Put the configuration the model had back (another real reload, outside traffic) whenever
+        the reload was requested, even if the request failed or timed out: the server may have
+        carried it out all the same. A reload still running is waited for first."""
+        if not self.fault_attempted or self.refused:
+            return None
+        timeout = self.plan.recovery_timeout_s
+        client = self.injector.new_client(timeout_s=timeout)  # a load may take longer than one request's timeout
+        try:
+            wait_until(lambda: all(e.get("state") not in ("LOADING", "UNLOADING")
+                                   for e in client.repository_index() if e.get("name") == self.model), timeout, 0.2)
+            self.injector.reload(self.model, self.original, client=client)
+        except Exception as exc:
+            return f"the original configuration could not be loaded back: {one_line(exc)}"
+        finally:
+            client.close()
+        return None
+
+    def restore_advice(self) -> str:
+        return (f"{self.model} may still run with the experiment's configuration (model parameter {RELOAD_MARKER}) "
+                f"instead of its own: load it again with its own configuration (POST "
+                f"/v2/repository/models/{self.model}/load without a config, after touching its config.pbtxt) or "
+                "restart the server")
+
+
+class VersionRollout(_InjectorExperiment):
+    name = "new version rollout"
+    outcome_type = ReloadOutcome
+
+    def prepare(self) -> None:
+        from ..load import LoadEngine
+
+        self.stack = ExitStack()
+        try:
+            server, self.model_dir = self.stack.enter_context(scratch_server(self.injector.target.launcher, self.model))
+        except ScratchUnsupported as exc:
+            self.outcome.incomplete = str(exc)
+            return
+        self.endpoints = endpoints = server.endpoints
+        self.client = self.injector.new_client(endpoints.http_url, endpoints.grpc_url, timeout_s=10.0)
+        self.stack.callback(self.client.close)
+        self.engine = LoadEngine(self.client, endpoints.grpc_url, endpoints.http_url,
+                                 self.injector.target.settings.headers)
+        outcome = self.outcome
+        versions = numeric_versions(self.model_dir)
+        self.old, self.new = versions[-1], versions[-1] + 1
+        outcome.old_version, outcome.new_version = str(self.old), str(self.new)
+        config = self.client.model_config(self.model, fresh=True)
+        self.override = None
+        if "specific" in (config.get("version_policy") or {}):
+            self.override = copy.deepcopy(config)
+            self.override["version_policy"] = {"specific": {"versions": [self.new]}}
+            outcome.notes.append(f"the version policy is `specific`: version {self.new} was named in a config override")
+
+    def open_traffic(self) -> Any:
+        return self.injector._traffic(self.model, self.engine)
+
+    @property
+    def event(self) -> str:
+        return f"version {self.new} added, load requested"
+
+    def fault(self, traffic: Any) -> None:
+        outcome, model, new, endpoints = self.outcome, self.model, self.new, self.endpoints
+        own: dict[str, Any] = {}  # the watcher's thread gets its own client: one HTTP client per thread
+
+        def new_version_serves() -> bool:
+            if "client" not in own:
+                own["client"] = self.injector.new_client(endpoints.http_url, endpoints.grpc_url)
+            return own["client"].model_ready(model, str(new)) and own["client"].infer(model, version=str(new)).ok
+
+        watcher = Watcher({"new version serves": new_version_serves}, interval_s=0.05)
+        add_version(self.model_dir, self.old, new)
+        self.note_fault(traffic, self.event)
+        watcher.on_first = traffic.event
+        watcher.start()
+        started = time.monotonic()
+        try:
+            self.client.load(model, config=self.override)
+        except Exception as exc:
+            outcome.incomplete = f"the server refused to load version {new}: {one_line(exc)}"
+        else:
+            outcome.reload_call_s = time.monotonic() - started
+            traffic.event("load returned")
+            if watcher.wait(self.plan.recovery_timeout_s):
+                outcome.serve_s = watcher.first["new version serves"] + (watcher.started - started)
+        watcher.stop()
+        if "client" in own:
+            own["client"].close()
+
+    def verdict(self) -> None:
+        outcome = self.outcome
+        states = {e.get("version"): e.get("state") for e in self.client.repository_index()
+                  if e.get("name") == self.model}
+        outcome.old_version_state = states.get(str(self.old))
+        self.injector._read_reload(outcome, self.event)
+
+    def restore(self) -> str | None:
+        """The run's own server was never touched: stop the scratch server, remove its copy."""
+        try:
+            self.stack.close()
+        except Exception as exc:
+            return f"the scratch server could not be stopped: {one_line(exc)}"
+        return None
+
+    def restore_advice(self) -> str:
+        return ("the run's own server was not touched, but a scratch tritonserver (triton-ready-scratch-*) may "
+                "still run on this host: end it")
+
+
+class InstanceRestart(_InjectorExperiment):
+    name = "instance restart"
+    outcome_type = InstanceRestartOutcome
+
+    def unavailable(self) -> str | None:
+        reason = super().unavailable()
+        if reason is None and not self.injector.stubs(self.model):
+            reason = (f"{self.model} has no python backend stub process this run can see: an instance of another "
+                      "backend lives inside the server process and cannot be killed alone")
+        return reason
+
+    def prepare(self) -> None:
+        self.prober = self.injector.prober(self.model)
+        self.outcome.instances = self.prober.instances
+        self.prober.take_reference()
+
+    @property
+    def event(self) -> str:
+        return f"stub {self.outcome.instance} killed"
+
+    def fault(self, traffic: Any) -> None:
+        injector, outcome, model, plan = self.injector, self.outcome, self.model, self.plan
+        client, prober = injector.client, self.prober
+        self.fault_attempted = True
+        victim = injector.kill_stub(model)
+        outcome.instance = victim.instance
+        traffic.event(self.event)
+        observe_until = time.monotonic() + plan.observe_s
+        while time.monotonic() < observe_until:
+            outcome.server_ready_while_dead.append(client.get_status("/v2/health/ready"))
+            outcome.model_ready_while_dead.append(client.get_status(f"/v2/models/{model}/ready"))
+            time.sleep(0.1)
+        probe = prober.probe()
+        outcome.probe_while_dead = probe.describe()
+        outcome.unhealthy_instances = probe.unhealthy_instances
+        outcome.restarted_by_server = any(s.instance == victim.instance for s in injector.stubs(model))
+        client.load(model)  # a plain load of an unchanged model: a no-op, no new stub
+        outcome.plain_load_recovered = any(s.instance == victim.instance for s in injector.stubs(model))
+        traffic.event("recovery: unload + load")
+        started = time.monotonic()
+        injector.unload_and_load(model)
+        traffic.event("load returned")
+        while time.monotonic() - started < plan.recovery_timeout_s:
+            round_started = time.monotonic()
+            if injector.every_instance_answers(prober, traffic):
+                outcome.recovery_s = round_started - started
+                traffic.event("every instance answered a probe")
+                break
+            time.sleep(0.1)
+
+    def release(self) -> None:
+        self.prober.close()
+
+    def verdict(self) -> None:
+        outcome, plan = self.outcome, self.plan
+        killed_at = event_time(outcome.events, self.event)
+        self.injector._steady(outcome, killed_at)
+        recovery_at = event_time(outcome.events, "recovery: unload + load")
+        if killed_at is None:
+            return
+        bins = outcome.bins
+        outcome.failed_requests = failed_between(bins, killed_at)
+        outcome.failed_while_dead = failed_between(bins, killed_at, recovery_at)
+        outcome.failed_during_recovery = failed_between(bins, recovery_at) if recovery_at is not None else 0
+        dead = [b for b in bins if killed_at <= b.t_s < (recovery_at or killed_at)]
+        answered = sum(b.ok + b.errors for b in dead)
+        outcome.failure_share = sum(b.errors for b in dead) / answered if answered else None
+        back = recovered_at(bins, recovery_at or killed_at, plan.recovered_hold_s)
+        outcome.impact_s = back - killed_at if back is not None else None
+
+
+class ServerRestart(_InjectorExperiment):
+    name = "server restart"
+    outcome_type = ServerRestartOutcome
+
+    def prepare(self) -> None:
+        injector = self.injector
+        self.prober = injector.prober(self.model)
+        self.prober.take_reference()
+        self.probe_client = injector.new_client(timeout_s=2.0)
+        self.before = injector.processes.tree()
+        self.starter_error: list[BaseException] = []
+
+    def _correct_inference(self) -> bool:
+        import numpy as np
+
+        inputs, outputs = self.prober.reference
+        answer = self.probe_client.infer(self.model, inputs)
+        return answer.ok and all(np.array_equal(v, answer.outputs.get(k)) for k, v in outputs.items())
+
+    def fault(self, traffic: Any) -> None:
+        injector, outcome, plan = self.injector, self.outcome, self.plan
+        http = injector.target.endpoints.http_url
+        self.note_fault(traffic, "SIGKILL")
+        killed = time.monotonic()
+        injector.kill_server()
+        outcome.kill_s = time.monotonic() - killed
+        outcome.left_behind = still_running(self.before) if self.before else None
+        watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live") == 200,
+                           "ready": lambda: http_status(f"{http}/v2/health/ready") == 200,
+                           "first correct inference": self._correct_inference}, on_first=traffic.event)
+        traffic.event("restart")
+        watcher.start()
+        _catching(injector.start_server, self.starter_error)()
+        watcher.wait(plan.recovery_timeout_s)
+        watcher.stop()
+        offset = watcher.started - killed
+        outcome.live_s, outcome.ready_s, outcome.first_inference_s = (
+            watcher.first[name] + offset if name in watcher.first else None
+            for name in ("live", "ready", "first correct inference"))
+        # The traffic's own channel may come back later than the server (reconnect backoff).
+        since = traffic.elapsed_s()
+        wait_until(lambda: any(b.ok for b in traffic.timeline_so_far()[0] if b.t_s >= since),
+                   plan.recovery_timeout_s, 0.1)
+
+    def release(self) -> None:
+        try:
+            self.prober.close()
+        finally:
+            self.probe_client.close()
+
+    def verdict(self) -> None:
+        outcome = self.outcome
+        if self.starter_error:
+            outcome.notes.append(f"the launcher could not start the server again: {one_line(self.starter_error[0])}")
+        killed_at = event_time(outcome.events, "SIGKILL")
+        self.injector._steady(outcome, killed_at)
+        if killed_at is not None:
+            outcome.failed_requests = failed_between(outcome.bins, killed_at)
+            back = recovered_at(outcome.bins, killed_at, self.plan.recovered_hold_s)
+            outcome.client_recovery_s = back - killed_at if back is not None else None
+
+
+class GracefulShutdown(_InjectorExperiment):
+    name = "graceful shutdown"
+    outcome_type = ShutdownOutcome
+
+    def prepare(self) -> None:
+        injector = self.injector
+        self.outcome.exit_timeout_s = float(injector.target.launcher.exit_timeout_s)
+        # Idle keep-alive connections of this run's own client would hold the server until its
+        # exit timeout; a drained load balancer holds none either.
+        injector.client.reconnect()
+        self.before = injector.processes.tree()
+
+    @property
+    def settle_s(self) -> float:
+        return min(self.plan.settle_s, 0.5)
+
+    def fault(self, traffic: Any) -> None:
+        injector, outcome = self.injector, self.outcome
+        http = injector.target.endpoints.http_url
+        watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready") != 200,
+                           "exited": lambda: injector.processes.exit_code() is not None}, on_first=traffic.event)
+        outcome.in_flight_at_sigterm = traffic.in_flight
+        self.note_fault(traffic, "SIGTERM")
+        injector.terminate_server()
+        watcher.start()
+        watcher.wait(outcome.exit_timeout_s + 10)
+        watcher.stop()
+        outcome.ready_drop_s = watcher.first.get("readiness dropped")
+        outcome.exit_s = watcher.first.get("exited")
+        outcome.exit_code = injector.processes.exit_code()
+
+    def verdict(self) -> None:
+        if not self.fault_attempted or self.outcome.incomplete:
+            return
+        outcome = self.outcome
+        sigterm_at = event_time(outcome.events, "SIGTERM")
+        self.injector._steady(outcome, sigterm_at)
+        outcome.classify(self.injector.errors_after(outcome, sigterm_at))
+        wait_until(lambda: not still_running(self.before), 5)
+        outcome.left_behind = still_running(self.before) if self.before else None
+        log = self.injector.target.launcher.log_text(400)
+        outcome.shutdown_log = log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else ""
+
+    def restore(self) -> str | None:
+        """Start the server again (timed: `restart_s`), then the full restore. Nothing to do when
+        no SIGTERM was sent."""
+        if not self.fault_attempted:
+            return None
+        launcher = self.injector.target.launcher
+        started = time.monotonic()
+        try:
+            launcher.stop()
+            launcher.start()
+            self.outcome.restart_s = time.monotonic() - started
+        except Exception as exc:
+            self.outcome.notes.append(f"the launcher could not start the server again: {one_line(exc)}")
+        return super().restore()
 
 
 def _catching(function: Callable[[], Any], errors: list[BaseException]) -> Callable[[], None]:
@@ -551,9 +637,12 @@ def _catching(function: Callable[[], Any], errors: list[BaseException]) -> Calla
     return run
 
 
-def _one_line(exc: BaseException) -> str:
-    text = getattr(exc, "message", None)
-    text = text() if callable(text) else (text or str(exc) or type(exc).__name__)
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+def _server_answered(exc: BaseException) -> bool:
+    """True when `exc` is an error answer of the server (it refused), not a timeout or a lost
+    connection (when the request may have been carried out all the same)."""
+    from tritonclient.utils import InferenceServerException
+
+    return isinstance(exc, InferenceServerException) and exc.status() is not None
 
 
+_one_line = one_line

@@ -21,6 +21,7 @@ class Outcome:
     incomplete: str | None = None
     notes: list[str] = field(default_factory=list)
     restore_error: str | None = None  # the server could not be brought back for later checks
+    restore_advice: str | None = None  # then: what state it may be left in, and what to do
 
     @property
     def bins(self) -> list[Any]:
@@ -34,12 +35,21 @@ class Outcome:
     def errors_by_reason(self) -> dict[str, int]:
         return dict(self.traffic.stats.errors) if self.traffic is not None else {}
 
+    def restore_finding(self) -> str | None:
+        """The error finding of a failed restore: what failed, the state the server may be left in,
+        what to do. None when the restore succeeded (or was not needed)."""
+        if not self.restore_error:
+            return None
+        advice = f"; {self.restore_advice}" if self.restore_advice else ""
+        return (f"the server could not be restored after the {self.experiment} ({self.restore_error}){advice}; "
+                "the checks after this one may fail because of it")
+
     def chart(self) -> tuple[dict[str, list[tuple[float, float]]], list[dict[str, Any]]]:
         return chart_series(self.bins), chart_markers(self.events)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready numbers, for evidence and for facts other checks read."""
-        data = {k: v for k, v in vars(self).items() if k not in ("traffic", "steady", "notes")}
+        data = {k: v for k, v in vars(self).items() if k not in ("traffic", "steady", "notes", "restore_advice")}
         if self.traffic is not None:
             stats = self.traffic.stats
             data["traffic"] = {"ok": stats.count_ok, "errors": stats.count_errors, "dropped": stats.dropped,

@@ -31,8 +31,7 @@ def record_outcome(check: Any, outcome: Outcome, rate_per_s: float | None = None
         check.finding(note, severity="info", model=outcome.model)
     check.evidence(f"{outcome.experiment}: numbers", json.dumps(outcome.summary(), indent=1, default=str))
     if outcome.restore_error:
-        check.finding(f"the server could not be restored after the experiment ({outcome.restore_error}): "
-                      "the checks after this one may fail because of it", model=outcome.model)
+        check.finding(outcome.restore_finding(), model=outcome.model)
 
 
 def seconds(value: float | None) -> float | None:

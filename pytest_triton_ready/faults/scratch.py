@@ -28,19 +28,17 @@ def add_version(model_dir: Path, source: int, new: int) -> Path:
 @contextmanager
 def scratch_server(launcher: Any, model: str) -> Iterator[tuple[Any, Path]]:
     """(a started launcher, the scratch model directory): a copy of `model` alone, served by a
-    server like the run's one. Removed, and the server stopped, on exit."""
-    from ..launchers.embedded import EmbeddedLauncher
-
-    if not isinstance(launcher, EmbeddedLauncher):
-        raise ScratchUnsupported(f"the {getattr(launcher, 'name', '?')} launcher cannot start a second server "
+    server like the run's one (`launcher.scratch`). Removed, and the server stopped, on exit."""
+    if not launcher.capabilities.can_start_scratch:
+        raise ScratchUnsupported(f"the {launcher.name} launcher cannot start a second server "
                                  "on a scratch copy of the repository")
-    source = launcher.model_repository / model
+    source = Path(launcher.model_repository) / model
     if not source.is_dir():
         raise ScratchUnsupported(f"{source} is not a model directory")
     root = Path(tempfile.mkdtemp(prefix="triton-ready-scratch-"))
     try:
         shutil.copytree(source, root / model, ignore=shutil.ignore_patterns("__pycache__"))
-        server = EmbeddedLauncher(root, launcher.startup_timeout_s, launcher.extra_args, launcher.exit_timeout_s)
+        server = launcher.scratch(root)
         try:
             server.start()
             yield server, root / model

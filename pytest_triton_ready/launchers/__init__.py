@@ -1,12 +1,22 @@
-"""Launchers: who owns the server under test. `attach` owns nothing; the others start and stop it."""
+"""Launchers: who owns the server under test. `attach` owns nothing; the others start and stop it.
+
+Every launcher implements the `Launcher` protocol below and DECLARES what it can do in a
+`LauncherCapabilities` (its `capabilities` attribute). Callers decide from the declaration, never
+by probing for attributes: an action a launcher declares it cannot do raises `Unsupported`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 
 class LaunchError(RuntimeError):
     """The server could not be started or reached; the message is one readable line."""
+
+
+class Unsupported(LaunchError):
+    """The launcher declared (in its capabilities) that it cannot do this."""
 
 
 @dataclass(frozen=True)
@@ -16,6 +26,77 @@ class Endpoints:
     http_url: str
     grpc_url: str
     metrics_url: str
+
+
+@dataclass(frozen=True)
+class LauncherCapabilities:
+    """What a launcher can do to the server it reaches, declared once per launcher.
+
+    owns_process: the run started the server; it may stop, kill and SIGTERM it.
+    can_signal_instance: a single process of the server (a python backend stub: one model
+        instance) can be found (`stubs`) and signalled (`signal_process`).
+    can_restart: the server can be killed and started again on the same endpoints (`restart`).
+    can_read_process_memory: `pid` is a process on this host whose memory psutil can read.
+    can_see_processes: the server's process tree is visible from here (`process_tree`), so what
+        a kill left behind can be counted.
+    can_start_scratch: a second server of the same kind can be started on another repository
+        (`scratch`), e.g. for a version rollout on a scratch copy.
+    """
+
+    owns_process: bool
+    can_signal_instance: bool
+    can_restart: bool
+    can_read_process_memory: bool
+    can_see_processes: bool = False
+    can_start_scratch: bool = False
+
+
+@runtime_checkable
+class Launcher(Protocol):
+    """What every launcher (attach, embedded, container) implements.
+
+    Lifecycle: `start` (returns the endpoints once the server has settled), `stop` (graceful;
+    returns the exit code when known), `kill` (a crash: SIGKILL), `restart` (kill, then start on
+    the same endpoints), `terminate` (SIGTERM to the server process only, as an orchestrator
+    does), `cleanup` (stop and remove everything the launcher made). Processes: `pid`,
+    `exit_code`, `stubs`, `signal_process`, `process_tree`. Logs: `log_text`.
+    `failed_models` names the models the server could not load at its last start (model -> reason).
+    """
+
+    name: str
+    capabilities: LauncherCapabilities
+    exit_timeout_s: float
+    failed_models: dict[str, str]
+
+    @property
+    def endpoints(self) -> Endpoints: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def start(self) -> Endpoints: ...
+
+    def stop(self, grace_s: float | None = None) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+    def restart(self) -> Endpoints: ...
+
+    def terminate(self) -> None: ...
+
+    def cleanup(self) -> None: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def stubs(self, model: str | None = None) -> list: ...
+
+    def signal_process(self, pid: int, sig: int) -> None: ...
+
+    def process_tree(self) -> list[int] | None: ...
+
+    def scratch(self, repository) -> Launcher: ...
+
+    def log_text(self, max_lines: int = 200) -> str: ...
 
 
 RESPONSE_CACHE_BYTES = 16 * 1024 * 1024

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import Endpoints, LaunchError, serving_flags
-from .embedded import DEMO_REPOSITORY, _loading_finished, _status
-from .process import free_port, last_error_line, log_tail
+from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported, serving_flags
+from .embedded import DEMO_REPOSITORY
+from .process import StubProcess, free_port, last_error_line, log_tail, stub_of
+from .settle import failed_models, settled
 
 CONTAINER_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
@@ -113,9 +114,10 @@ class ContainerSpec:
         return kwargs
 
 
-def server_command(exit_timeout_s: int = 30) -> tuple[str, ...]:
+def server_command(exit_timeout_s: int = 30, extra_args: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
     """tritonserver's arguments inside the container: the same serving flags as the embedded
-    launcher, on the image's default ports and all interfaces of the container."""
+    launcher, on the image's default ports and all interfaces of the container, then `server.args`
+    (`extra_args`) last, so that they win over the defaults as on the embedded launcher."""
     return (
         "tritonserver",
         f"--model-repository={CONTAINER_REPOSITORY}",
@@ -123,6 +125,7 @@ def server_command(exit_timeout_s: int = 30) -> tuple[str, ...]:
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",
+        *(str(arg) for arg in extra_args),
     )
 
 
@@ -145,7 +148,8 @@ def container_spec(settings, host_ports: dict[int, int] | None = None, bind_addr
     gpus = parse_gpus(settings.triton_gpus, sources.get("triton_gpus", "default"))
     if host_ports is None:
         host_ports = {port: free_port() for port in (HTTP_PORT, GRPC_PORT, METRICS_PORT)}
-    return ContainerSpec(image, server_command(exit_timeout_s), repository, gpus, shm_size.lower(),
+    extra_args = settings.section("server").get("args") or []
+    return ContainerSpec(image, server_command(exit_timeout_s, extra_args), repository, gpus, shm_size.lower(),
                          dict(host_ports), bind_address)
 
 
@@ -182,20 +186,30 @@ class ContainerLauncher:
     """Runs the tritonserver image in a container this run owns: start, stop, kill, restart, remove."""
 
     name = "container"
-    owns_process = True
-    process = None  # no host process of ours: reach the server's processes with exec()/processes()
     repository_inside = CONTAINER_REPOSITORY  # where the server reads the repository (stub paths)
 
     def __init__(self, settings, exit_timeout_s: int = 30) -> None:
         self.settings = settings
         self.exit_timeout_s = exit_timeout_s
         self.startup_timeout_s = float(settings.triton_startup_timeout)
-        self.spec = container_spec(settings, bind_address=_bind_address(), exit_timeout_s=exit_timeout_s)
+        bind_address = _bind_address()
+        self.spec = container_spec(settings, bind_address=bind_address, exit_timeout_s=exit_timeout_s)
+        # The server's processes live in the container: signalled through `docker exec`, restarted
+        # with the container; its pid is a process of this host (memory readable) only when the
+        # Docker engine runs here and the runner is not itself in a container.
+        self.capabilities = LauncherCapabilities(owns_process=True, can_signal_instance=True, can_restart=True,
+                                                 can_read_process_memory=bind_address == "127.0.0.1",
+                                                 can_see_processes=False, can_start_scratch=False)
+        self.failed_models: dict[str, str] = {}
         self.workdir = Path(tempfile.mkdtemp(prefix="triton-ready-container-"))
         self.log_path = self.workdir / "tritonserver.log"
         self.container = None  # testcontainers DockerContainer once started
         self._host = "127.0.0.1"
         self._ports = dict(self.spec.host_ports)  # where this runner reaches each container port
+
+    @classmethod
+    def from_settings(cls, settings) -> ContainerLauncher:
+        return cls(settings)
 
     # -- where it answers -------------------------------------------------------------------
     @property
@@ -282,14 +296,15 @@ class ContainerLauncher:
     def _wait_until_settled(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         http = self.endpoints.http_url
+        self.failed_models = {}
         while time.monotonic() < deadline:
             state = self._state()
             if state.get("Status") in ("exited", "dead"):
                 raise LaunchError(f"the tritonserver container exited with code {state.get('ExitCode')} during "
                                   f"start-up: {self.last_error_line()}")
-            if _status(f"{http}/v2/health/ready") == 200:
-                return
-            if _status(f"{http}/v2/health/live") == 200 and _loading_finished(http):
+            index = settled(http)
+            if index is not None:
+                self.failed_models = failed_models(index, self.log_text(10**6))
                 return
             time.sleep(0.5)
         raise LaunchError(f"the tritonserver container was not ready within {self.startup_timeout_s:.0f} s "
@@ -327,6 +342,23 @@ class ContainerLauncher:
         """Kill if running, then start the same container again, on the same host ports."""
         self.kill()
         return self.start()
+
+    def terminate(self) -> None:
+        """SIGTERM tritonserver, PID 1 of its container (what an orchestrator does to stop it)."""
+        self.signal_process(1, signal.SIGTERM)
+
+    def exit_code(self) -> int | None:
+        """The server's exit code once the container stopped, None while it runs."""
+        if self.wrapped is None or self.running():
+            return None
+        return self._state().get("ExitCode")
+
+    def process_tree(self) -> list[int] | None:
+        """None: the container's processes are not processes this host's psutil can follow."""
+        return None
+
+    def scratch(self, repository) -> ContainerLauncher:
+        raise Unsupported("the container launcher cannot start a second server on a scratch copy of the repository")
 
     def cleanup(self) -> None:
         """Stop, keep the logs, remove the container, and remove the private working directory."""
@@ -380,6 +412,18 @@ class ContainerLauncher:
     def stub_pids(self, model: str | None = None) -> list[int]:
         """Python backend stubs inside the container, of one model or of all."""
         return select_stubs(self.processes(), self.repository_inside, model)
+
+    def stubs(self, model: str | None = None) -> list[StubProcess]:
+        """The stubs inside the container (pids as the container sees them), with their instance
+        names read from their command lines."""
+        processes = self.processes()
+        chosen = set(select_stubs(processes, self.repository_inside, model))
+        found = []
+        for pid, cmdline in processes:
+            if pid in chosen:
+                stub_model, instance = stub_of(cmdline.split()) or (model or "?", "?")
+                found.append(StubProcess(pid, model or stub_model, instance))
+        return sorted(found, key=lambda s: s.instance)
 
     def signal_process(self, pid: int, sig: int = signal.SIGKILL) -> None:
         """Send a signal to a process inside the container (e.g. kill a stub)."""

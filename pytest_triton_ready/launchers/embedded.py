@@ -8,7 +8,6 @@ to the backend in a private backends directory.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import signal
@@ -16,13 +15,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Sequence
 
-from . import Endpoints, LaunchError, serving_flags
-from .process import end_group, free_port, last_error_line, log_tail, spawn
+from . import Endpoints, LauncherCapabilities, LaunchError, serving_flags
+from .process import (StubProcess, end_group, free_port, last_error_line, local_stubs, log_tail, process_tree,
+                      spawn)
+from .settle import failed_models, http_status, loading_finished, repository_index, settled
 
 DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "models"
 
@@ -38,10 +37,13 @@ def pytriton_root() -> Path:
 
 
 class EmbeddedLauncher:
-    """Runs tritonserver on free loopback ports with explicit model control, summaries and the cache."""
+    """Runs tritonserver as a child process group on free loopback ports, explicit model control,
+    summaries and the cache. `server.args` (`extra_args`) go last on its command line."""
 
     name = "embedded"
-    owns_process = True
+    capabilities = LauncherCapabilities(owns_process=True, can_signal_instance=True, can_restart=True,
+                                        can_read_process_memory=True, can_see_processes=True,
+                                        can_start_scratch=True)
 
     def __init__(
         self,
@@ -58,7 +60,14 @@ class EmbeddedLauncher:
         self.log_path = self.workdir / "tritonserver.log"
         self.ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
         self.process: subprocess.Popen | None = None
+        self.failed_models: dict[str, str] = {}
         self._log = None
+        self._kept_log = ""  # the log of a start that failed, once its working directory is removed
+
+    @classmethod
+    def from_settings(cls, settings) -> EmbeddedLauncher:
+        return cls(settings.triton_model_repository, settings.triton_startup_timeout,
+                   extra_args=settings.section("server").get("args") or [])
 
     @property
     def endpoints(self) -> Endpoints:
@@ -110,29 +119,44 @@ class EmbeddedLauncher:
         return env
 
     def start(self) -> Endpoints:
-        """Start the server and wait until it is live and done loading; raise LaunchError if not."""
+        """Start the server and wait until it has settled: live, and every model loaded or failed
+        (`failed_models`). Raise LaunchError if not; a failed start leaves nothing behind: the
+        process group ended, the log closed (its text kept for `log_text`), the working directory
+        removed."""
         if not self.model_repository.is_dir():
             raise LaunchError(f"model repository {self.model_repository} is not a directory")
-        self._log = open(self.log_path, "ab")
-        self.process = spawn(self.command(), self._environment(), self._log)
-        self._wait_until_settled()
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.log_path, "ab")
+            self.process = spawn(self.command(), self._environment(), self._log)
+            self._wait_until_settled()
+        except BaseException:
+            self._discard_failed_start()
+            raise
         return self.endpoints
+
+    def _discard_failed_start(self) -> None:
+        if self.process is not None:
+            end_group(self.process, grace_s=0, sig=signal.SIGKILL)
+        self._close_log()
+        self._kept_log = log_tail(self.log_path, 10**9) or self._kept_log
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _wait_until_settled(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         http = self.endpoints.http_url
+        self.failed_models = {}
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise LaunchError(
                     f"tritonserver exited with code {self.process.returncode} during start-up: {self.last_error_line()}"
                 )
-            if _status(f"{http}/v2/health/ready") == 200:
-                return
-            if _status(f"{http}/v2/health/live") == 200 and _loading_finished(http):
+            index = settled(http)
+            if index is not None:
+                self.failed_models = failed_models(index, self.log_text(10**9))
                 return
             time.sleep(0.2)
-        self.stop()
-        raise LaunchError(f"tritonserver was not ready within {self.startup_timeout_s:.0f} s (log: {self.log_path})")
+        raise LaunchError(f"tritonserver was not ready within {self.startup_timeout_s:.0f} s: {self.last_error_line()}")
 
     def stop(self, grace_s: float | None = None) -> int | None:
         """SIGTERM the server's process group, SIGKILL what is left after the grace period."""
@@ -158,34 +182,50 @@ class EmbeddedLauncher:
         self.kill()
         return self.start()
 
+    def terminate(self) -> None:
+        """SIGTERM the server process only (what an orchestrator does), not its whole group."""
+        if self.process is not None:
+            os.kill(self.process.pid, signal.SIGTERM)
+
     def cleanup(self) -> None:
         """Stop, and remove the private working directory."""
         self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
+    # -- processes, for fault experiments -----------------------------------------------------------
+    def exit_code(self) -> int | None:
+        """The server's exit code once it exited, None while it runs (or before the first start)."""
+        return self.process.poll() if self.process is not None else None
+
+    def stubs(self, model: str | None = None) -> list[StubProcess]:
+        """The live python backend stubs of `model` (or of every model), children of the server."""
+        return local_stubs(self.pid, model) if self.pid else []
+
+    def signal_process(self, pid: int, sig: int) -> None:
+        os.kill(pid, sig)
+
+    def process_tree(self) -> list[int] | None:
+        """The server and every live descendant."""
+        return process_tree(self.pid) if self.pid else []
+
+    def scratch(self, repository: Path) -> EmbeddedLauncher:
+        """A launcher like this one (same flags, timeouts and extra args) on another repository."""
+        return EmbeddedLauncher(repository, self.startup_timeout_s, self.extra_args, self.exit_timeout_s)
+
+    # -- logs ------------------------------------------------------------------------------------
     def log_text(self, max_lines: int = 200) -> str:
-        """The last lines of the server's log."""
-        return log_tail(self.log_path, max_lines)
+        """The last lines of the server's log (the kept text of a failed start once its file is gone)."""
+        if self.log_path.exists():
+            return log_tail(self.log_path, max_lines)
+        return "\n".join(self._kept_log.splitlines()[-max_lines:])
 
     def last_error_line(self) -> str:
         return last_error_line(self.log_text(400))
 
 
-def _status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return None
+# Kept for callers of the former private helpers.
+_status = http_status
 
 
 def _loading_finished(http_url: str) -> bool:
-    request = urllib.request.Request(f"{http_url}/v2/repository/index", data=b"{}", method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            index = json.loads(response.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-    return all(entry.get("state") not in ("LOADING", "UNLOADING", None) for entry in index)
+    return loading_finished(repository_index(http_url))

@@ -43,7 +43,41 @@ def split(total: float, parts: int, integer: bool) -> list[float]:
     return [total / parts] * parts
 
 
-def _worker_main(index: int, plan: TrafficPlan, transport: dict, start_at: float, out: Any, stop: Any) -> None:
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_runner(runner_pid: int | None) -> None:
+    """A worker ends when the runner that started it dies, SIGKILL included.
+
+    The kernel's parent-death signal (prctl PR_SET_PDEATHSIG) SIGKILLs this process when the
+    runner's thread that started it ends (run_in_workers joins its workers before it returns, so
+    that thread outlives them). The runner may already have died before the signal was armed:
+    then the parent pid is no longer the runner's, and the worker exits at once. A watch thread
+    checks the parent pid twice a second as well, for kernels without prctl."""
+    if runner_pid is None:
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != runner_pid:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == runner_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="runner-watch", daemon=True).start()
+
+
+def _worker_main(index: int, plan: TrafficPlan, transport: dict, start_at: float, out: Any, stop: Any,
+                 runner_pid: int | None = None) -> None:
+    _die_with_runner(runner_pid)
+
     async def run() -> None:
         sender = make_sender(transport["protocol"], transport["grpc_url"], transport["http_url"],
                              transport["headers"], transport["timeout_s"], transport["in_flight"])
@@ -90,7 +124,8 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
         shares.append(share)
     start_at = time.time() + START_DELAY_S + 0.2 * workers
     processes = [context.Process(target=_worker_main, args=(i, shares[i], {**transport, "in_flight": max(
-        1, sum(shares[i].concurrency.values()) or plan.max_in_flight)}, start_at, out, stop), daemon=True)
+        1, sum(shares[i].concurrency.values()) or plan.max_in_flight)}, start_at, out, stop, os.getpid()),
+        daemon=True)
         for i in range(workers)]
     for process in processes:
         process.start()

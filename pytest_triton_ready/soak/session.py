@@ -20,8 +20,8 @@ def soak_target(target: Any, plan: SoakPlan, header: dict[str, Any], gpu: Any = 
 
     engine = engine or LoadEngine.for_target(target)
     launcher = target.launcher
-    sampler = Sampler(target.scrape_metrics, plan.models,
-                      lambda: getattr(launcher, "pid", None) if target.owns_process else None, gpu)
+    readable = launcher.capabilities.can_read_process_memory  # the server's pid is a process of this host
+    sampler = Sampler(target.scrape_metrics, plan.models, lambda: launcher.pid if readable else None, gpu)
     journal = JournalWriter(plan.journal_path, header)
     outcome = None
     try:

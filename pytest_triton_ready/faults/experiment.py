@@ -1,0 +1,148 @@
+"""One skeleton for every fault experiment (PERF-4): traffic, steady state, fault, settle,
+verdict, restore.
+
+An `Experiment` states only what is its own: why it cannot run here (`unavailable`), what it
+prepares before the traffic (`prepare`), the fault and what it observes under traffic (`fault`),
+what it releases after the traffic (`release`), how it reads the outcome (`verdict`) and how the
+server is put back (`restore`, with `restore_advice` saying what state a failed restore may leave
+and what to do). `run_experiment` is the one place where these are called in order:
+
+    unavailable? -> INCOMPLETE, nothing touched
+    prepare
+    traffic:  steady_s of traffic -> steady state holds? -> fault(traffic) -> settle_s
+              (no steady state: INCOMPLETE, no fault injected)
+    release                         (finally)
+    verdict                         (from the traffic's timeline)
+    restore                         (finally, on every path once prepare began, exceptions included)
+
+A restore that fails, returns a reason or raises, becomes `outcome.restore_error` plus
+`outcome.restore_advice`: `record_outcome` turns them into an error finding.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .outcomes import Outcome
+from .timeline import steady_state
+
+
+class Experiment:
+    """Hooks of one fault experiment; subclasses override what they need."""
+
+    name = "experiment"
+    outcome_type: type[Outcome] = Outcome
+
+    def __init__(self, model: str | None, plan: Any, success_rate_min: float = 0.999) -> None:
+        self.model = model
+        self.plan = plan
+        self.success_rate_min = success_rate_min
+        self.outcome = self.outcome_type(self.name, model)
+        self.fault_attempted = False  # set before the fault action runs: restore must undo even a half fault
+
+    # -- hooks -------------------------------------------------------------------------------------
+    def unavailable(self) -> str | None:
+        """Why this experiment cannot run here (INCOMPLETE, nothing is touched), or None."""
+        return None
+
+    def prepare(self) -> None:
+        """Before the traffic: probers, reference answers, scratch servers. May set
+        `outcome.incomplete` to stop here (restore still runs)."""
+
+    def open_traffic(self) -> Any:
+        """The open-loop traffic (a context manager with timeline_so_far, elapsed_s, event, result)."""
+        raise NotImplementedError
+
+    def fault(self, traffic: Any) -> None:
+        """Inject the fault and observe, under traffic, once the steady state held."""
+        raise NotImplementedError
+
+    @property
+    def settle_s(self) -> float:
+        """Traffic after the fault (and any recovery), before the traffic stops."""
+        return self.plan.settle_s
+
+    def release(self) -> None:
+        """After the traffic, on every path: close what prepare opened."""
+
+    def verdict(self) -> None:
+        """Read the traffic's timeline and the observations into the outcome."""
+
+    def restore(self) -> str | None:
+        """Put the server back for the checks after this one. None, or why it failed."""
+        return None
+
+    def restore_advice(self) -> str:
+        """What state a failed restore may leave the server in, and what to do about it."""
+        return "the server may not be in the state the checks after this one expect: restart it before trusting them"
+
+    # -- what the skeleton records -----------------------------------------------------------------
+    def note_fault(self, traffic: Any, event: str) -> None:
+        """Mark the fault on the timeline; from here on restore must undo it."""
+        self.fault_attempted = True
+        traffic.event(event)
+
+
+def run_experiment(experiment: Experiment) -> Outcome:
+    """Run `experiment` through the skeleton (see the module docstring); returns its Outcome."""
+    outcome = experiment.outcome
+    reason = experiment.unavailable()
+    if reason:
+        outcome.incomplete = reason
+        return outcome
+    failure: BaseException | None = None
+    try:
+        experiment.prepare()
+        if outcome.incomplete is None:
+            _under_traffic(experiment)
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        _restore(experiment, failure)
+    return outcome
+
+
+def _under_traffic(experiment: Experiment) -> None:
+    outcome = experiment.outcome
+    traffic = None
+    try:
+        traffic = experiment.open_traffic()
+        with traffic:
+            time.sleep(experiment.plan.steady_s)
+            bins, _ = traffic.timeline_so_far()
+            steady = steady_state(bins, 0.0, traffic.elapsed_s(), experiment.success_rate_min)
+            if steady.holds:
+                experiment.fault(traffic)
+                time.sleep(experiment.settle_s)
+            else:
+                outcome.steady = steady
+                outcome.incomplete = f"no steady state before the fault, so no fault was injected: {steady.reason}"
+    finally:
+        try:
+            experiment.release()
+        finally:
+            if traffic is not None:
+                outcome.traffic = traffic.result
+    experiment.verdict()
+
+
+def _restore(experiment: Experiment, failure: BaseException | None) -> None:
+    outcome = experiment.outcome
+    try:
+        error = experiment.restore()
+    except Exception as exc:  # a restore that raises is a failed restore, reported like one
+        error = f"{type(exc).__name__}: {one_line(exc)}"
+    if not error:
+        return
+    outcome.restore_error = error
+    outcome.restore_advice = experiment.restore_advice()
+    if failure is not None and hasattr(failure, "add_note"):  # Python 3.11+: shown with the traceback
+        failure.add_note(outcome.restore_finding())
+
+
+def one_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None)
+    text = text() if callable(text) else (text or str(exc) or type(exc).__name__)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__

@@ -1,0 +1,59 @@
+"""A repository of broken model configs: the launcher settles as soon as the server is live and no
+model is loading (a model listed without a state failed to parse or validate), serves the good
+model, and names the failed ones with the server's reason."""
+
+from __future__ import annotations
+
+import time
+
+from pytest_triton_ready.client import TritonClient
+from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
+from pytest_triton_ready.launchers.settle import failed_models, loading_finished
+
+from conftest import TEST_REPOSITORIES
+
+REJECTED_CONFIGS = {"syntax_error", "unknown_field", "preferred_above_max", "cache_on_sequence"}
+
+
+def test_start_up_settles_fast_serves_the_good_model_and_names_the_failed_ones():
+    launcher = EmbeddedLauncher(TEST_REPOSITORIES / "broken_configs")
+    started = time.monotonic()
+    try:
+        endpoints = launcher.start()
+        took = time.monotonic() - started
+        assert took < 30, f"start-up took {took:.1f} s: the stateless index entries were waited for"
+        assert set(launcher.failed_models) == REJECTED_CONFIGS | {"gpu_that_does_not_exist"}
+        reasons = launcher.failed_models
+        assert "failed to read text proto" in reasons["syntax_error"]
+        assert "failed to read text proto" in reasons["unknown_field"]
+        assert "preferred size must be <= max batch size" in reasons["preferred_above_max"]
+        assert "Response Cache does not currently support" in reasons["cache_on_sequence"]
+        assert "invalid or unsupported gpu id 7" in reasons["gpu_that_does_not_exist"]
+        client = TritonClient(endpoints.http_url, endpoints.grpc_url)
+        try:
+            index = {e["name"]: e for e in client.repository_index()}
+            assert {name for name in REJECTED_CONFIGS if "state" not in index[name]} == REJECTED_CONFIGS
+            assert index["good"]["state"] == "READY" and client.infer("good").ok
+            # Triton 2.51 accepts dynamic batching with max_batch_size 0: a lint finding, not a load failure.
+            assert index["batching_without_batch_dim"]["state"] == "READY"
+            assert client.get_status("/v2/health/ready") == 400  # strict readiness: some models failed
+        finally:
+            client.close()
+    finally:
+        launcher.cleanup()
+
+
+def test_index_without_state_counts_as_settled_and_failed():
+    index = [{"name": "good", "version": "1", "state": "READY"}, {"name": "unknown_field"},
+             {"name": "slow", "version": "1", "state": "UNAVAILABLE", "reason": "boom"}]
+    assert loading_finished(index)
+    assert not loading_finished(index + [{"name": "big", "version": "1", "state": "LOADING"}])
+    assert not loading_finished(None)
+    log = ("I1130 model_lifecycle.cc:1] loading: good:1\n"
+           "E1130 model_repository_manager.cc:1] \"Poll failed for model directory 'unknown_field': failed to "
+           "read text proto from /r/unknown_field/config.pbtxt\"\n")
+    assert failed_models(index, log) == {
+        "unknown_field": "its config failed to parse or validate (the repository index lists it without a state): "
+                         "Poll failed for model directory 'unknown_field': failed to read text proto from "
+                         "/r/unknown_field/config.pbtxt",
+        "slow": "boom"}

@@ -1,0 +1,109 @@
+"""The Launcher protocol without a server: every launcher implements it and declares what it can
+do; the registry maps `server.launch` to a factory; `server.args` reaches every launched server."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from pytest_triton_ready.launchers import Launcher, LauncherCapabilities, LaunchError, Unsupported
+from pytest_triton_ready.launchers.attach import AttachLauncher
+from pytest_triton_ready.launchers.container import ContainerLauncher, container_spec, server_command
+from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
+from pytest_triton_ready.settings import build_settings
+from pytest_triton_ready.target import LAUNCHERS, make_launcher
+
+IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
+PROTOCOL_MEMBERS = [name for name in dir(Launcher) if not name.startswith("_")] + list(
+    Launcher.__annotations__)
+
+
+def settings_from(cli=None, yaml_text=None, tmp_path=None):
+    config_file = None
+    if yaml_text is not None:
+        config_file = tmp_path / "triton-ready.yaml"
+        config_file.write_text(yaml_text)
+    return build_settings(dict(cli or {}), {}, {}, config_file=str(config_file) if config_file else None)
+
+
+@pytest.fixture
+def launchers(tmp_path):
+    made = [AttachLauncher(settings_from({"triton_url": "http://10.0.0.5:8000"})),
+            EmbeddedLauncher(),
+            ContainerLauncher(settings_from({"triton_image": IMAGE, "triton_gpus": "none"}))]
+    yield {launcher.name: launcher for launcher in made}
+    for launcher in made:
+        launcher.cleanup()
+
+
+def test_every_launcher_implements_the_protocol(launchers):
+    assert set(launchers) == set(LAUNCHERS) == {"attach", "embedded", "container"}
+    for name, launcher in launchers.items():
+        assert isinstance(launcher, Launcher), name
+        for member in PROTOCOL_MEMBERS:
+            assert hasattr(launcher, member), f"{name} lacks {member}"
+            protocol_member = getattr(Launcher, member, None)
+            if inspect.isfunction(protocol_member):  # same parameters as the protocol's method
+                expected = list(inspect.signature(protocol_member).parameters)[1:]
+                got = list(inspect.signature(getattr(launcher, member)).parameters)
+                assert got == expected, f"{name}.{member}{got} != {expected}"
+
+
+def test_capabilities_are_declared_frozen_and_complete(launchers):
+    caps = {name: launcher.capabilities for name, launcher in launchers.items()}
+    assert all(type(c) is LauncherCapabilities for c in caps.values())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        caps["embedded"].owns_process = False
+    assert caps["attach"] == LauncherCapabilities(False, False, False, False, False, False)
+    assert caps["embedded"] == LauncherCapabilities(True, True, True, True, True, True)
+    container = caps["container"]
+    assert container.owns_process and container.can_signal_instance and container.can_restart
+    assert not container.can_see_processes and not container.can_start_scratch
+    # Declared on the class where it does not depend on the host, so nothing has to be started to know.
+    assert AttachLauncher.capabilities.owns_process is False
+    assert EmbeddedLauncher.capabilities.can_restart is True
+
+
+def test_what_attach_cannot_do_raises_unsupported_with_the_reason(launchers):
+    attach = launchers["attach"]
+    for action in (attach.kill, attach.restart, attach.terminate, lambda: attach.signal_process(1, 9),
+                   lambda: attach.scratch("/tmp")):
+        with pytest.raises(Unsupported, match=r"attached \(http://10.0.0.5:8000\), not owned by this run"):
+            action()
+    assert attach.stubs("scale") == [] and attach.process_tree() is None and attach.exit_code() is None
+    assert attach.failed_models == {}
+
+
+def test_container_cannot_start_a_scratch_server(launchers):
+    with pytest.raises(Unsupported):
+        launchers["container"].scratch("/tmp")
+    assert launchers["container"].process_tree() is None
+
+
+def test_registry_builds_each_launcher_and_names_the_known_ones(tmp_path):
+    launcher = make_launcher(settings_from({"triton_url": "http://h:8000"}))
+    assert type(launcher) is AttachLauncher
+    settings = type("Settings", (), {"launch": "kubernetes"})()
+    with pytest.raises(LaunchError, match="unknown launcher 'kubernetes'; known: attach, embedded, container"):
+        make_launcher(settings)
+
+
+def test_server_args_reach_the_embedded_and_the_container_command(tmp_path):
+    yaml_text = "server:\n  args: ['--log-format=ISO8601', '--model-load-thread-count=2']\n"
+    settings = settings_from({"triton_launch": "embedded"}, yaml_text, tmp_path)
+    embedded = make_launcher(settings)
+    try:
+        assert embedded.command()[-2:] == ["--log-format=ISO8601", "--model-load-thread-count=2"]
+    finally:
+        embedded.cleanup()
+    settings = settings_from({"triton_launch": "container", "triton_image": IMAGE}, yaml_text, tmp_path)
+    spec = container_spec(settings, host_ports={8000: 1, 8001: 2, 8002: 3})
+    assert spec.command[-2:] == ("--log-format=ISO8601", "--model-load-thread-count=2")
+    container = make_launcher(settings)
+    try:
+        assert container.spec.command[-2:] == ("--log-format=ISO8601", "--model-load-thread-count=2")
+    finally:
+        container.cleanup()
+    assert server_command()[-1] == "--metrics-port=8002"  # no server.args: nothing appended
