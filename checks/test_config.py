@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from pytest_triton_ready.models import ready_models, ready_names
-from pytest_triton_ready.server_log import model_load_failures
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -37,7 +36,7 @@ def test_models_ready(triton, check):
     models = triton.models()
     if not models:
         check.finding("the repository index lists no model at all")
-    never_loaded = model_load_failures(triton.server_log(10_000)) if triton.owns_process else {}
+    never_loaded = triton.launcher.failed_models  # a launched server's reasons, from its log too
     for model in models:
         entries = index.get(model)
         if not entries:

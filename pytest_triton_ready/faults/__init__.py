@@ -6,12 +6,12 @@ reload, a new version rolled out, SIGTERM under load. Each experiment returns an
 timeline (100 ms bins and named events) and the numbers its check compares with thresholds.
 """
 
-from .injector import RELOAD_MARKER, FaultInjector, http_status, with_reload_marker
+from .injector import RELOAD_MARKER, FaultInjector, with_reload_marker
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .plan import FaultPlan
-from .probes import InstanceProbe, InstanceProber, Watcher, instance_count, wait_until
+from .probes import InstanceProbe, InstanceProber, Watcher, wait_until
 from .processes import StubProcess, local_stubs, still_running
 
 __all__ = ["FaultInjector", "FaultPlan", "InstanceProbe", "InstanceProber", "InstanceRestartOutcome", "Outcome",
            "RELOAD_MARKER", "ReloadOutcome", "ServerRestartOutcome", "ShutdownOutcome", "StubProcess", "Watcher",
-           "http_status", "instance_count", "local_stubs", "still_running", "wait_until", "with_reload_marker"]
+           "local_stubs", "still_running", "wait_until", "with_reload_marker"]

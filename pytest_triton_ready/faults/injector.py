@@ -13,32 +13,20 @@ from __future__ import annotations
 import copy
 import signal
 import time
-import urllib.error
-import urllib.request
 from contextlib import ExitStack
 from typing import Any, Callable
 
+from ..client import http_status
+from ..models import instance_count
 from .experiment import Experiment, one_line, run_experiment
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .plan import FaultPlan
-from .probes import InstanceProber, Watcher, instance_count, wait_until
+from .probes import InstanceProber, Watcher, wait_until
 from .processes import ServerProcesses, StubProcess, still_running
 from .scratch import ScratchUnsupported, add_version, numeric_versions, scratch_server
 from .timeline import event_time, failed_between, peak_p99_ms, recovered_at, steady_state
 
 RELOAD_MARKER = "triton_ready_reload"
-
-
-def http_status(url: str, timeout_s: float = 1.0) -> int | None:
-    """The status of a GET on a fresh connection (as a load balancer's probe sees it); None when
-    nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return None
 
 
 def with_reload_marker(config: dict[str, Any]) -> dict[str, Any]:
@@ -534,8 +522,8 @@ class ServerRestart(_InjectorExperiment):
         injector.kill_server()
         outcome.kill_s = time.monotonic() - killed
         outcome.left_behind = still_running(self.before) if self.before else None
-        watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live") == 200,
-                           "ready": lambda: http_status(f"{http}/v2/health/ready") == 200,
+        watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live", 1.0) == 200,
+                           "ready": lambda: http_status(f"{http}/v2/health/ready", 1.0) == 200,
                            "first correct inference": self._correct_inference}, on_first=traffic.event)
         traffic.event("restart")
         watcher.start()
@@ -588,7 +576,7 @@ class GracefulShutdown(_InjectorExperiment):
     def fault(self, traffic: Any) -> None:
         injector, outcome = self.injector, self.outcome
         http = injector.target.endpoints.http_url
-        watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready") != 200,
+        watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready", 1.0) != 200,
                            "exited": lambda: injector.processes.exit_code() is not None}, on_first=traffic.event)
         outcome.in_flight_at_sigterm = traffic.in_flight
         self.note_fault(traffic, "SIGTERM")

@@ -16,16 +16,6 @@ import numpy as np
 _UNHEALTHY_STUB = re.compile(r"Stub process '(?P<instance>[^']+)' is not healthy")
 
 
-def instance_count(config: dict[str, Any]) -> int:
-    """Instances the effective config asks for: each group's count, times its GPUs for KIND_GPU."""
-    total = 0
-    for group in config.get("instance_group") or [{"count": 1}]:
-        count = int(group.get("count", 1))
-        gpus = group.get("gpus") or []
-        total += count * (len(gpus) if group.get("kind") == "KIND_GPU" and gpus else 1)
-    return max(1, total)
-
-
 @dataclass
 class InstanceProbe:
     """One round of real requests spread over a model's instances."""

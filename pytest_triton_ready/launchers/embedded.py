@@ -21,7 +21,7 @@ from typing import Sequence
 from . import Endpoints, LauncherCapabilities, LaunchError, serving_flags
 from .process import (StubProcess, end_group, free_port, last_error_line, local_stubs, log_tail, process_tree,
                       spawn)
-from .settle import failed_models, http_status, loading_finished, repository_index, settled
+from .settle import failed_models, settled
 
 DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "models"
 
@@ -221,11 +221,3 @@ class EmbeddedLauncher:
 
     def last_error_line(self) -> str:
         return last_error_line(self.log_text(400))
-
-
-# Kept for callers of the former private helpers.
-_status = http_status
-
-
-def _loading_finished(http_url: str) -> bool:
-    return loading_finished(repository_index(http_url))

@@ -15,18 +15,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from ..client import http_status
+from ..server_log import model_load_failures
+
 LOADING_STATES = ("LOADING", "UNLOADING")
-
-
-def http_status(url: str, timeout_s: float = 2.0) -> int | None:
-    """The status of a GET (None when nothing answers)."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return None
 
 
 def repository_index(http_url: str, timeout_s: float = 2.0) -> list[dict[str, Any]] | None:
@@ -47,27 +39,20 @@ def loading_finished(index: list[dict[str, Any]] | None) -> bool:
 
 def failed_models(index: list[dict[str, Any]] | None, log: str = "") -> dict[str, str]:
     """Models the server could not load -> why: UNAVAILABLE with the server's reason, or no state
-    at all (the config failed to parse or validate) with the server log's error line about it."""
+    at all (the config failed to parse or validate) with the server log's error, file:line:col for a
+    parse error."""
     failed: dict[str, str] = {}
+    reasons = model_load_failures(log)
     for entry in index or []:
         name, state = entry.get("name", "?"), entry.get("state")
         if state == "READY" or any(e.get("name") == name and e.get("state") == "READY" for e in index):
             continue
         if state is None:
-            failed[name] = ("its config failed to parse or validate (the repository index lists it without a "
-                            f"state): {_log_line_about(log, name)}")
+            failed[name] = reasons.get(name) or ("its config failed to parse or validate (the repository index "
+                                                 "lists it without a state); see the server log")
         elif state == "UNAVAILABLE":
             failed.setdefault(name, entry.get("reason") or "UNAVAILABLE, the server gave no reason")
     return failed
-
-
-def _log_line_about(log: str, model: str) -> str:
-    """The server log's newest error line naming `model`."""
-    quoted = (f"'{model}'", f'"{model}"', f"/{model}/")
-    for line in reversed(log.splitlines()):
-        if line.startswith(("E", "W")) and any(q in line for q in quoted):
-            return line.split("] ", 1)[-1].strip().strip('"')
-    return "see the server log"
 
 
 def settled(http_url: str) -> list[dict[str, Any]] | None:
