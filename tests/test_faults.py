@@ -171,8 +171,8 @@ def test_no_fault_without_a_steady_state(run_checklist, demo_server):
 def test_bad_faults_setting_is_one_readable_line(run_checklist, pytester):
     config = pytester.makefile(".yaml", triton_ready="faults:\n  rate_per_s: -5\n")
     run = run_checklist(RECOVERY, args=(f"--triton-config={config}", "-k", "forced_reload"))
-    run.outcome.assert_outcomes(errors=1)
-    run.outcome.stdout.fnmatch_lines([f"*faults settings in {config}: faults.rate_per_s must be positive, got -5.0*"])
+    assert run.outcome.ret == pytest.ExitCode.USAGE_ERROR
+    run.outcome.stderr.fnmatch_lines([f"*{config}:2: key 'faults.rate_per_s': must be greater than 0, got -5*"])
 
 
 # -- the timeline logic alone -----------------------------------------------------------------
