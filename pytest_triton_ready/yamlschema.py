@@ -244,6 +244,9 @@ def _constraint_text(info: FieldInfo) -> str:
 
 
 def _default_text(info: FieldInfo) -> str:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if "shown_default" in extra:
+        return f"`{extra['shown_default']}`"
     if info.default_factory is not None:
         value = info.default_factory()
         return "none" if not value else f"`{value}`"
@@ -278,7 +281,10 @@ def settings_rows(model: type[BaseModel], prefix: str) -> list[tuple[str, str, s
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         unit = extra.get("unit")
         kind = kind + (f" ({unit})" if unit else "") + (f", {limits}" if limits else "")
-        rows.append((key, kind, _default_text(info), info.description or ""))
+        meaning = info.description or ""
+        if extra.get("option"):
+            meaning += f" (as `{extra['option']}`, env `{extra['env']}`)"
+        rows.append((key, kind, _default_text(info), meaning))
     return rows
 
 
