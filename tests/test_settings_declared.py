@@ -147,3 +147,12 @@ def test_readme_settings_table_names_every_option_with_its_env_and_yaml_key():
     for row in rows:
         named = re.findall(r"`(--[\w-]+)", row.split("|")[1])
         assert set(named) <= clis, row
+
+
+@pytest.mark.parametrize("path", sorted(
+    [*ROOT.glob("examples/**/triton-ready*.yaml"), ROOT / "tests" / "data" / "quick-checklist.yaml",
+     *ROOT.glob("tests/repositories/**/triton-ready.yaml")]), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shipped_settings_file_passes_the_models(path):
+    settings = build_settings({}, {}, environ={}, config_file=str(path))
+    for name in sections():
+        settings.section_model(name)
