@@ -153,10 +153,7 @@ def _plain(node: yaml.Node, loc: Loc, lines: Lines) -> Any:
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_plain(item, loc + (i,), lines) for i, item in enumerate(node.value)]
-    value = yaml.SafeLoader("").construct_object(node)
-    if isinstance(value, dt.datetime):
-        return value
-    return value
+    return yaml.SafeLoader("").construct_object(node)
 
 
 def _dotted(loc: Loc) -> str:
