@@ -20,7 +20,10 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from pydantic import Field
+
 from .report.verdict import INCOMPLETE, NOT_READY, PARTIAL, READY
+from .yamlschema import Section, setting
 
 EXIT_CODES = {READY: 0, NOT_READY: 1, INCOMPLETE: 6, PARTIAL: 7}
 EXIT_INTERRUPTED = 2
@@ -28,6 +31,22 @@ EXIT_UNREACHABLE = 8
 PYTEST_OWN_CODES = (EXIT_INTERRUPTED, 3, 4, 5)  # interrupted, internal error, usage error, no tests collected
 
 WAIVER_KEYS = ("check", "reason", "owner", "expires")
+
+
+class WaiverEntry(Section):
+    """One waiver: leave a check out of the run on purpose."""
+
+    check: str = Field(min_length=1, description="check id (PERF-3) or check name (test_soak_stability)")
+    reason: str = Field(min_length=1, description="why it is left out")
+    owner: str = Field(min_length=1, description="who answers for it")
+    expires: dt.date = Field(description="after this date (YYYY-MM-DD) the waiver excuses nothing")
+
+
+class GateSection(Section):
+    """`gate:`: what the run's verdict may overlook, on purpose and with an owner."""
+
+    allow_flaky: bool = setting(False, "a check that failed and passed when rerun (--reruns) may count as passed")
+    waivers: list[WaiverEntry] = setting(list, "checks left out of the run: check, reason, owner, expires")
 
 
 class WaiverError(ValueError):

@@ -7,19 +7,19 @@ Every value remembers where it came from, so the report can say so and an error 
 
 from __future__ import annotations
 
-import datetime as dt
-
+import functools
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from .operations.schema import OPERATIONS_SCHEMA
-from .security.schema import SECURITY_SCHEMA
-from .monitoring.config import SCHEMA as MONITORING_SCHEMA
-from .thresholds import THRESHOLDS, ThresholdValue
-from .yamlschema import MapOf, SchemaError, load_yaml
+from pydantic import AfterValidator, BaseModel, Field, create_model
+
+from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
+from .yamlschema import Lines, SchemaError, Section, load_yaml, section_view, setting, validate
 
 LAUNCHERS = ("attach", "embedded", "container")
 REDACTED = "***"
@@ -31,7 +31,7 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """A scalar setting reachable from every source. One help text serves CLI and ini."""
+    """A scalar setting reachable from every source. One help text serves CLI, ini, YAML and docs."""
 
     key: str
     yaml_path: str
@@ -58,11 +58,30 @@ class Option:
         return self.key
 
 
+def _finite(text: str | float) -> float:
+    if isinstance(text, bool):
+        raise ValueError(f"must be a number, got {text!r}")
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {text}")
+    return value
+
+
 def _positive_float(text: str | float) -> float:
-    value = float(text)
+    value = _finite(text)
     if value <= 0:
         raise ValueError(f"must be positive, got {text}")
     return value
+
+
+def _count(text: str | int) -> int:
+    value = _finite(text)
+    if value != int(value) or value < 1:
+        raise ValueError(f"must be a whole number >= 1, got {text}")
+    return int(value)
 
 
 def _launcher(text: str) -> str:
@@ -74,7 +93,10 @@ def _launcher(text: str) -> str:
 def _duration(text: str | float) -> float:
     from .soak.duration import parse_duration
 
-    return parse_duration(text)
+    seconds = parse_duration(text)
+    if not math.isfinite(seconds):
+        raise ValueError(f"expected a finite duration, got {text!r}")
+    return seconds
 
 
 def _flag(text: str | bool) -> bool:
@@ -94,10 +116,56 @@ def _model_list(text: str | list[str]) -> list[str]:
     return [m.strip() for m in text.split(",") if m.strip()]
 
 
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)$")
+
+
+def _host_port(netloc: str, what: str, original: str) -> None:
+    host, port = netloc, None
+    if netloc.startswith("["):
+        close = netloc.find("]")
+        host, rest = netloc[:close + 1], netloc[close + 1:]
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"expected {what}, got {original!r}")
+            port = rest[1:]
+    elif ":" in netloc:
+        host, _, port = netloc.rpartition(":")
+    if not host or not _HOST.match(host):
+        raise ValueError(f"expected {what}, got {original!r} (no valid host)")
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"expected {what}, got {original!r} (port must be 1-65535)")
+
+
+def _http_url(text: str) -> str:
+    """http(s)://host[:port][/path]; a bare host[:port] gets http:// (as before)."""
+    text = str(text).strip()
+    what = "an http(s)://host[:port] URL"
+    full = text if "://" in text else f"http://{text}"
+    parts = urlsplit(full)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"expected {what}, got {text!r} (scheme {parts.scheme!r})")
+    if parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError(f"expected {what}, got {text!r}")
+    _host_port(parts.netloc, what, text)
+    return full
+
+
+def _grpc_address(text: str) -> str:
+    """host:port (grpc:// or dns: prefixes are not accepted: the client takes host:port)."""
+    text = str(text).strip()
+    what = "a gRPC host:port"
+    if "://" in text or "/" in text:
+        raise ValueError(f"expected {what} without a scheme or path, got {text!r}")
+    _host_port(text, what, text)
+    if not re.search(r":\d+$", text):
+        raise ValueError(f"expected {what} (with a port), got {text!r}")
+    return text
+
+
 OPTIONS: tuple[Option, ...] = (
-    Option("triton_url", "server.http_url", "HTTP URL of the Triton server under test, e.g. http://host:8000.", metavar="URL"),
-    Option("triton_grpc_url", "server.grpc_url", "gRPC address (host:port); default: the HTTP host, port 8001 (or the launched server's).", metavar="HOST:PORT"),
-    Option("triton_metrics_url", "server.metrics_url", "Prometheus metrics URL; default: the HTTP host, port 8002, path /metrics.", metavar="URL"),
+    Option("triton_url", "server.http_url", "HTTP URL of the Triton server under test, e.g. http://host:8000.", _http_url, metavar="URL"),
+    Option("triton_grpc_url", "server.grpc_url", "gRPC address (host:port); default: the HTTP host, port 8001 (or the launched server's).", _grpc_address, metavar="HOST:PORT"),
+    Option("triton_metrics_url", "server.metrics_url", "Prometheus metrics URL; default: the HTTP host, port 8002, path /metrics.", _http_url, metavar="URL"),
     Option("triton_launch", "server.launch", "attach (a running server, the default with --triton-url), embedded (start the tritonserver of the nvidia-pytriton wheel here) or container.", _launcher, metavar="KIND"),
     Option("triton_model_repository", "server.model_repository", "Model repository to lint and, for launchers, to serve; default for embedded: the packaged demo repository.", Path, metavar="DIR"),
     Option("triton_models", "models", "Comma-separated models in scope; default: every model in the repository index.", _model_list, metavar="M1,M2"),
@@ -107,62 +175,119 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_gpus", "server.gpus", "GPUs for the container launcher: all (the default), none, or indices or UUIDs like 0,1.", metavar="GPUS"),
     Option("triton_shm_size", "server.shm_size", "Shared memory of the container launcher's container (docker --shm-size), e.g. 1g.", str, "1g", "SIZE"),
     Option("triton_server_log", "server.log_file", "Keep the launched server's whole log in this file when the run ends.", Path, None, "FILE"),
-    Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", int, 16, "N"),
+    Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", _count, 16, "N"),
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
-    Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", float, None, "INFER_PER_S"),
+    Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", _positive_float, None, "INFER_PER_S"),
     Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
     Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
 )
+OPTION_BY_KEY = {option.key: option for option in OPTIONS}
+OPTION_BY_YAML = {option.yaml_path: option for option in OPTIONS}
 
-SLO_SCHEMA = {"p99_ms": float, "min_throughput": float}
 
-# The YAML file's whole shape. A key not in here is a usage error naming file and line.
-YAML_SCHEMA: dict[str, Any] = {
-    "server": {
-        "http_url": str,
-        "grpc_url": str,
-        "metrics_url": str,
-        "launch": str,
-        "model_repository": str,
-        "request_timeout_s": float,
-        "startup_timeout_s": float,
-        "headers": MapOf(str),
-        "image": str,
-        "gpus": str,
-        "shm_size": str,
-        "log_file": str,
-        "args": [str],
-    },
-    "models": [str],
-    "inputs": {"dynamic_dim": int, "shapes": MapOf(MapOf([int]))},
-    "slo": MapOf(SLO_SCHEMA),
-    "thresholds": MapOf(float),
-    "report": {"dir": str},
-    "lint": {
-        "disable": [str],
-        "nondeterministic_models": [str],
-        "stateful_models": [str],
-        "preferred_batch_size_models": [str],
-        "rollout": MapOf(str),
-        "measure_model_memory": bool,
-    },
-    "operations": OPERATIONS_SCHEMA,
-    "security": SECURITY_SCHEMA,
-    "monitoring": MONITORING_SCHEMA,
-    "soak": {
-        "duration": str, "window": str, "warmup": str, "rate": float, "rates": MapOf(float), "models": [str],
-        "journal": str, "rate_fraction": float, "success_rate_min": float, "p99_drift_ratio_max": float,
-        "p99_drift_min_ms": float, "server_memory_slope_max_mb_h": float, "gpu_memory_slope_max_mb_h": float,
-        "leak_min_growth_mb": float, "pending_growth_max": float, "runner_memory_slope_max_mb_h": float,
-        "dropped_max": float,
-    },
-    "faults": {"model": str, "rate_per_s": float, "steady_s": float, "observe_s": float, "settle_s": float,
-               "recovery_timeout_s": float, "probe_span_s": float, "protocol": str},
-    "performance": {"tune_batching": bool, "tune_queue_delays_us": [int]},
-    "gate": {"allow_flaky": bool, "waivers": [{"check": str, "reason": str, "owner": str, "expires": dt.date}]},
-}
-ROLLOUTS = ("canary", "blue-green")
+def _checked_by(key: str) -> AfterValidator:
+    """A YAML value that is also an option is checked by the option's own parser (the YAML keeps
+    the text; build_settings converts it)."""
+    option = OPTION_BY_KEY[key]
+
+    def check(value: Any) -> Any:
+        if value is not None:
+            option.type(value)
+        return value
+
+    return AfterValidator(check)
+
+
+def _option_field(key: str) -> Any:
+    option = OPTION_BY_KEY[key]
+    shown = option.default if option.default is not None else None
+    extra = {"option": option.cli, "env": option.env}
+    if shown is not None:
+        extra["shown_default"] = str(shown)
+    return Field(None, description=option.help, json_schema_extra=extra)
+
+
+class ServerSection(Section):
+    """`server:`: where the server is, or how to start it."""
+
+    http_url: Annotated[str | None, _checked_by("triton_url")] = _option_field("triton_url")
+    grpc_url: Annotated[str | None, _checked_by("triton_grpc_url")] = _option_field("triton_grpc_url")
+    metrics_url: Annotated[str | None, _checked_by("triton_metrics_url")] = _option_field("triton_metrics_url")
+    launch: Annotated[str | None, _checked_by("triton_launch")] = _option_field("triton_launch")
+    model_repository: str | None = _option_field("triton_model_repository")
+    request_timeout_s: Annotated[float | None, _checked_by("triton_request_timeout")] = _option_field("triton_request_timeout")
+    startup_timeout_s: Annotated[float | None, _checked_by("triton_startup_timeout")] = _option_field("triton_startup_timeout")
+    headers: dict[str, str] = setting(dict, "extra request headers (auth); values never appear in any output")
+    image: str | None = _option_field("triton_image")
+    gpus: str | None = _option_field("triton_gpus")
+    shm_size: str | None = _option_field("triton_shm_size")
+    log_file: str | None = _option_field("triton_server_log")
+    args: list[str] = setting(list, "extra tritonserver flags, used where the run starts the server")
+
+
+class InputsSection(Section):
+    """`inputs:`: how requests are synthesized."""
+
+    dynamic_dim: Annotated[int | None, _checked_by("triton_dynamic_dim")] = _option_field("triton_dynamic_dim")
+    shapes: dict[str, dict[str, list[Annotated[int, AfterValidator(_count)]]]] = setting(
+        dict, "per model and input, the non-batch dims to send for variable (-1) dims")
+
+
+class SloSection(Section):
+    """One model's objectives (`slo.<model>`; `slo.default` for every model without its own)."""
+
+    p99_ms: Annotated[float | None, _checked_by("triton_slo_p99_ms")] = setting(None, "p99 latency budget", unit="ms")
+    min_throughput: Annotated[float | None, _checked_by("triton_slo_min_throughput")] = setting(
+        None, "minimum throughput", unit="infer/s")
+
+
+class ReportSection(Section):
+    """`report:`."""
+
+    dir: str | None = _option_field("readiness_report")
+
+
+class _FileBase(Section):
+    """The sections settings.py owns; `file_model()` adds each phase's own."""
+
+    server: ServerSection | None = None
+    models: Annotated[list[str] | None, _checked_by("triton_models")] = _option_field("triton_models")
+    inputs: InputsSection | None = None
+    slo: dict[str, SloSection] = setting(dict, "objectives per model; `default` for the rest")
+    thresholds: dict[str, float] = setting(dict, "named thresholds (pytest_triton_ready/thresholds.py)")
+    report: ReportSection | None = None
+
+
+@functools.cache
+def phase_sections() -> dict[str, type[BaseModel]]:
+    """Each YAML section a phase owns, by name: declared in the phase's module (imported here
+    lazily: the phase packages import the settings themselves)."""
+    from .faults.plan import FaultsSection
+    from .gate import GateSection
+    from .load.profile import PerformanceSection
+    from .monitoring.config import MonitoringSection
+    from .operations.schema import OperationsSection
+    from .rules.schema import LintSection
+    from .security.schema import SecuritySection
+    from .soak.plan import SoakSection
+
+    return {"lint": LintSection, "performance": PerformanceSection, "soak": SoakSection, "faults": FaultsSection,
+            "monitoring": MonitoringSection, "operations": OperationsSection, "security": SecuritySection,
+            "gate": GateSection}
+
+
+@functools.cache
+def file_model() -> type[BaseModel]:
+    """The whole YAML settings file: settings.py's sections and every phase's."""
+    fields: dict[str, Any] = {name: (model | None, None) for name, model in phase_sections().items()}
+    return create_model("TritonReadyFile", __base__=_FileBase, __doc__="The YAML settings file.", **fields)
+
+
+def sections() -> dict[str, type[BaseModel]]:
+    """The sections code reads through settings.section(name) / settings.section_model(name)."""
+    own = {"server": ServerSection, "inputs": InputsSection, "report": ReportSection}
+    return {**own, **phase_sections()}
 
 
 @dataclass(frozen=True)
@@ -202,6 +327,8 @@ class Settings:
     yaml: dict[str, Any] = field(default_factory=dict)
     config_file: Path | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # for messages: "cli", "env VAR", "FILE:LINE (key)", "ini"
+    _typed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def launch(self) -> str:
@@ -223,9 +350,26 @@ class Settings:
         spec = THRESHOLDS[name]
         return ThresholdValue(name, spec.default, spec.unit, "default")
 
+    def section_model(self, name: str) -> Any:
+        """A YAML section as its typed model (defaults filled in), e.g. `section_model("soak").window`."""
+        raw = self.yaml.get(name) or {}
+        cached = self._typed.get(name)
+        if cached is not None and cached[0] is raw:
+            return cached[1]
+        model = sections()[name]
+        where = f"{self.config_file}" if self.config_file else "the settings"
+        try:
+            typed = validate(model, raw, where, prefix=(name,))
+        except SchemaError as exc:
+            raise SettingsError(str(exc)) from None
+        self._typed[name] = (raw, typed)
+        return typed
+
     def section(self, name: str) -> dict[str, Any]:
-        """A YAML section a phase owns (e.g. `monitoring`), empty when the file has none."""
-        return self.yaml.get(name) or {}
+        """A YAML section a phase owns (e.g. `monitoring`) as a read-only dict of the keys the file
+        set, empty when the file has none. Reading a key the section's model does not declare
+        raises UndeclaredKey."""
+        return section_view(self.section_model(name), name)
 
     def redacted(self) -> dict[str, Any]:
         """The settings as shown in a report: header values replaced, sources kept."""
@@ -266,25 +410,31 @@ def build_settings(
     environ = dict(os.environ if environ is None else environ)
     config_file = config_file or environ.get("TRITON_READY_CONFIG") or ini.get("triton_config") or None
     data: dict[str, Any] = {}
+    lines = Lines()
     yaml_source = ""
     path: Path | None = None
     if config_file:
         path = Path(config_file)
         try:
-            data = load_yaml(path, YAML_SCHEMA)
+            _, data, lines = load_yaml(path, file_model())
         except SchemaError as exc:
             raise SettingsError(str(exc)) from None
         yaml_source = f"yaml:{path}"
 
+    def yaml_where(*loc: str | int) -> str:
+        line = lines.value(tuple(loc))
+        return f"{path}:{line}" if line else f"{path}"
+
     settings = Settings(config_file=path, yaml=data)
     for option in OPTIONS:
         candidates = (
-            (cli.get(option.dest), "cli"),
-            (environ.get(option.env), f"env:{option.env}"),
-            (_dig(data, option.yaml_path), yaml_source),
-            (ini.get(option.ini) or None, "ini"),
+            (cli.get(option.dest), "cli", "cli"),
+            (environ.get(option.env), f"env:{option.env}", f"env {option.env}"),
+            (_dig(data, option.yaml_path), yaml_source,
+             f"{yaml_where(*option.yaml_path.split('.'))} ({option.yaml_path})"),
+            (ini.get(option.ini) or None, "ini", f"ini {option.ini}"),
         )
-        for raw, source in candidates:
+        for raw, source, origin in candidates:
             if raw is None or raw == "":
                 continue
             try:
@@ -293,10 +443,12 @@ def build_settings(
                 raise SettingsError(f"{option.cli} from {source}: {exc}") from None
             setattr(settings, option.key, value)
             settings.sources[option.key] = source
+            settings.origins[option.key] = origin
             break
         else:
             setattr(settings, option.key, option.default)
             settings.sources[option.key] = "default"
+            settings.origins[option.key] = "default"
 
     settings.headers = dict(data.get("server", {}).get("headers", {}))
     for header in cli_headers or []:
@@ -312,33 +464,56 @@ def build_settings(
             settings.slos[model] = SLO(slo.get("p99_ms"), slo.get("min_throughput"))
 
     for name, value in data.get("thresholds", {}).items():
-        settings.threshold_overrides[name] = _threshold(name, value, yaml_source)
+        if name not in THRESHOLDS:
+            raise SettingsError(f"{yaml_where('thresholds', name)}: {threshold_problem(name, value)}")
+        problem = THRESHOLDS[name].range.problem(value)
+        if problem:
+            raise SettingsError(f"{yaml_where('thresholds', name)}: key 'thresholds.{name}': {problem}")
+        settings.threshold_overrides[name] = ThresholdValue(name, float(value), THRESHOLDS[name].unit, yaml_source)
     for item in cli_thresholds or []:
         name, sep, value = item.partition("=")
+        name = name.strip()
         if not sep:
             raise SettingsError(f"--triton-threshold from cli: expected NAME=VALUE, got {item!r}")
         try:
             number = float(value)
         except ValueError:
             raise SettingsError(f"--triton-threshold from cli: {name} must be a number, got {value!r}") from None
-        settings.threshold_overrides[name.strip()] = _threshold(name.strip(), number, "cli")
+        problem = threshold_problem(name, number)
+        if problem:
+            raise SettingsError(f"--triton-threshold {name}={value.strip()} from cli: {problem}")
+        settings.threshold_overrides[name] = ThresholdValue(name, number, THRESHOLDS[name].unit, "cli")
+    values = {name: settings.threshold(name).value for name in THRESHOLDS}
+    for problem in pair_problems(values):
+        given = [n for n in ("gpu_utilization_min", "gpu_utilization_max") if n in settings.threshold_overrides]
+        where = ", ".join(f"{n} from {settings.threshold_overrides[n].source}" for n in given)
+        raise SettingsError(f"thresholds contradict each other: {problem} ({where})")
 
-    for model, kind in data.get("lint", {}).get("rollout", {}).items():
-        if kind not in ROLLOUTS:
-            raise SettingsError(f"lint.rollout.{model} from {yaml_source}: expected one of {', '.join(ROLLOUTS)}, got {kind!r}")
-
-    if settings.triton_launch == "attach" and not settings.triton_url:
-        raise SettingsError(f"--triton-launch=attach from {settings.sources['triton_launch']} needs --triton-url")
+    _check_conflicts(settings)
     if settings.triton_url and not settings.triton_url.startswith(("http://", "https://")):
         settings.triton_url = "http://" + settings.triton_url
     return settings
 
 
-def _threshold(name: str, value: float, source: str) -> ThresholdValue:
-    if name not in THRESHOLDS:
-        known = ", ".join(sorted(THRESHOLDS))
-        raise SettingsError(f"unknown threshold '{name}' from {source} (known: {known})")
-    return ThresholdValue(name, float(value), THRESHOLDS[name].unit, source)
+# Higher is stronger; a value's source decides which of two conflicting settings the user meant.
+_RANK = {"default": 0, "ini": 1, "yaml": 2, "env": 3, "cli": 4}
+
+
+def _rank(source: str) -> int:
+    return _RANK.get(source.split(":", 1)[0], 0)
+
+
+def _check_conflicts(settings: Settings) -> None:
+    """Settings that cannot both hold; the message names both and where each came from."""
+    sources, origins = settings.sources, settings.origins
+    if settings.triton_launch == "attach" and not settings.triton_url:
+        raise SettingsError(f"--triton-launch=attach from {sources['triton_launch']} needs --triton-url")
+    if settings.triton_url and settings.triton_launch in ("embedded", "container") and \
+            _rank(sources["triton_url"]) >= _rank(sources["triton_launch"]):
+        # The launcher would start its own server and the URL would be silently ignored.
+        raise SettingsError(
+            f"--triton-url from {origins['triton_url']} conflicts with --triton-launch={settings.triton_launch} "
+            f"from {origins['triton_launch']}: a launched server has its own URL; drop one of them")
 
 
 def _dig(data: dict[str, Any], dotted: str) -> Any:
@@ -348,3 +523,71 @@ def _dig(data: dict[str, Any], dotted: str) -> Any:
             return None
         node = node[part]
     return node
+
+
+# -- the settings reference (docs/settings.md is this text; a test keeps them equal) ------------
+SECTION_DOCS = {
+    "server": "docs/container-and-gpu.md", "inputs": "README.md", "report": "docs/report.md",
+    "lint": "docs/config-rules.md", "performance": "docs/load-engine.md", "soak": "docs/soak.md",
+    "faults": "docs/faults.md", "monitoring": "docs/monitoring.md", "operations": "docs/operations-security.md",
+    "security": "docs/operations-security.md",
+}
+
+
+def settings_reference() -> str:
+    """docs/settings.md, generated from OPTIONS, the section models and THRESHOLDS."""
+    from .yamlschema import settings_table
+
+    out = [
+        "# Settings reference",
+        "",
+        "Generated from the declarations in the code (`OPTIONS` and the section models in",
+        "`pytest_triton_ready/settings.py`, each phase's section model, `pytest_triton_ready/thresholds.py`);",
+        "`tests/test_settings_declared.py` fails when this file and the code disagree. Regenerate with",
+        "",
+        "    python -c 'from pytest_triton_ready.settings import settings_reference as r; print(r(), end=\"\")' > docs/settings.md",
+        "",
+        "Precedence, highest first: a check's marker > command line > environment > YAML > ini > default.",
+        "A bad value (wrong type, out of range, nan or inf, a malformed URL, an unknown key or threshold)",
+        "or two settings that contradict each other is a usage error (exit code 4) naming the setting and",
+        "where it came from: `cli`, the environment variable, `FILE:LINE` of the YAML file, or the ini key.",
+        "",
+        "## Options",
+        "",
+        "| option | environment | ini | YAML | default | meaning |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for option in OPTIONS:
+        default = "none" if option.default is None else f"`{option.default}`"
+        out.append(f"| `{option.cli}` | `{option.env}` | `{option.ini}` | `{option.yaml_path}` | {default} | "
+                   f"{option.help} |")
+    out += ["| `--triton-header 'Name: value'` | | | `server.headers` | none | extra request header (auth); "
+            "repeatable; values never appear in any output |",
+            "| `--triton-threshold NAME=VALUE` | | | `thresholds.NAME` | see below | override a named threshold; "
+            "repeatable |",
+            "| `--triton-config` | `TRITON_READY_CONFIG` | `triton_config` | | none | the YAML file |", ""]
+    out += ["`--triton-url` together with `--triton-launch=embedded` or `container` is a usage error unless",
+            "the launcher comes from a stronger source than the URL (a launched server has its own URL).", ""]
+    out += ["## YAML sections", ""]
+    models = sections()
+    root = file_model()
+    for name in root.model_fields:
+        model = models.get(name)
+        if model is None:
+            continue
+        doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
+        where = SECTION_DOCS.get(name, "README.md")
+        link = f" See [{where.removeprefix('docs/')}]({where.removeprefix('docs/')})." if where != "README.md" else ""
+        out += [f"### `{name}:`", "", doc + link,
+                "", settings_table(model, name).rstrip("\n"), ""]
+    out += ["### `models:`, `slo:`, `thresholds:`", "",
+            "`models`: the models in scope (as `--triton-models`). `slo.<model>` (and `slo.default`):",
+            "", settings_table(SloSection, "slo.<model>").rstrip("\n"), "",
+            "## Thresholds", "",
+            "Every number a check compares with; `thresholds.NAME` in the YAML or `--triton-threshold NAME=VALUE`.",
+            "A value outside its range is a usage error.", "",
+            "| threshold | default | unit | range | meaning |", "| --- | --- | --- | --- | --- |"]
+    for tname, spec in THRESHOLDS.items():
+        kind = spec.range.describe() + (", whole number" if spec.range.integer else "")
+        out.append(f"| `{tname}` | {spec.default:g} | {spec.unit} | {kind} | {spec.help} |")
+    return "\n".join(out) + "\n"

@@ -1,13 +1,64 @@
-"""Named thresholds: every number a check compares with, its default, unit and meaning.
+"""Named thresholds: every number a check compares with, its default, unit, meaning and range.
 
 A team overrides any of them under `thresholds:` in the YAML file or with
 `--triton-threshold NAME=VALUE`; the report shows each value with where it came from.
-A name not listed here is a usage error, so a typo cannot silently keep the default.
+A name not listed here is a usage error, so a typo cannot silently keep the default; so is a value
+outside the threshold's range (a share above 1, a negative duration, nan).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a threshold may take: low/high bounds (open or closed), whole numbers only."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    integer: bool = False
+
+    def problem(self, value: float) -> str | None:
+        """Why `value` is outside the range, or None."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be a number, got {value!r}"
+        if not math.isfinite(value):
+            return f"must be a finite number, got {value}"
+        if self.integer and value != int(value):
+            return f"must be a whole number, got {value:g}"
+        below = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+        if below or (self.high is not None and value > self.high):
+            return f"must be {self.describe()}, got {value:g}"
+        return None
+
+    def describe(self) -> str:
+        """`in [0, 1]`, `> 0`, `>= 1`: how docs and errors state the range."""
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        return "any number"
+
+    def field(self) -> dict[str, Any]:
+        """The same bounds as pydantic Field constraints, for a YAML key that sets a threshold."""
+        bounds: dict[str, Any] = {}
+        if self.low is not None:
+            bounds["gt" if self.low_open else "ge"] = self.low
+        if self.high is not None:
+            bounds["le"] = self.high
+        return bounds
+
+
+RATIO = Range(0.0, 1.0)                     # a share or rate: 0..1
+FRACTION = Range(0.0, 1.0, low_open=True)   # a share that must not be zero
+POSITIVE = Range(0.0, low_open=True)        # durations, timeouts, rates: > 0
+NON_NEGATIVE = Range(0.0)                   # limits where 0 means "none allowed" or "always"
+COUNT = Range(1.0, integer=True)            # how many (windows, requests, concurrency): >= 1
+COUNT_OR_ZERO = Range(0.0, integer=True)    # how many, where 0 means none (or: no cap)
 
 
 @dataclass(frozen=True)
@@ -15,6 +66,7 @@ class ThresholdSpec:
     default: float
     unit: str
     help: str
+    range: Range = NON_NEGATIVE
 
 
 @dataclass(frozen=True)
@@ -27,54 +79,69 @@ class ThresholdValue:
     source: str  # default | ini | yaml:<file> | env:<VAR> | cli
 
 
+def threshold_problem(name: str, value: Any) -> str | None:
+    """Why `value` cannot be threshold `name` (unknown name, not finite, out of range), or None."""
+    if name not in THRESHOLDS:
+        return f"unknown threshold '{name}' (known: {', '.join(sorted(THRESHOLDS))})"
+    problem = THRESHOLDS[name].range.problem(value)
+    return f"{name} {problem}" if problem else None
+
+
+def pair_problems(values: dict[str, float]) -> list[str]:
+    """Thresholds that contradict each other (a band whose lower edge is above its upper edge)."""
+    low, high = values["gpu_utilization_min"], values["gpu_utilization_max"]
+    if low > high:
+        return [f"gpu_utilization_min ({low:g}) is above gpu_utilization_max ({high:g})"]
+    return []
+
+
 THRESHOLDS: dict[str, ThresholdSpec] = {
-    "startup_ready_timeout_s": ThresholdSpec(120.0, "s", "longest wait for a launched server to become ready"),
-    "success_rate_min": ThresholdSpec(0.999, "ratio", "lowest acceptable share of successful requests"),
-    "metrics_scrape_timeout_s": ThresholdSpec(5.0, "s", "longest acceptable time to answer a metrics scrape"),
-    "queue_delay_budget_fraction": ThresholdSpec(0.8, "ratio", "largest share of a model's p99 budget its max_queue_delay may take"),
-    "gpu_memory_used_max_fraction": ThresholdSpec(0.9, "ratio", "highest GPU memory use per GPU once every model is loaded"),
-    "cpu_memory_used_max_fraction": ThresholdSpec(0.9, "ratio", "highest host memory use once every model is loaded"),
-    "attestation_max_age_days": ThresholdSpec(90.0, "days", "oldest acceptable runbook, disaster-recovery or training record (OPS-1, OPS-3, OPS-4)"),
-    "capacity_headroom": ThresholdSpec(0.3, "ratio", "spare capacity planned above the declared peak rate (OPS-2)"),
-    "tls_cert_expiry_warning_days": ThresholdSpec(30.0, "days", "a server certificate expiring sooner is a warning (SEC-2)"),
-    "malformed_oversize_payload_mib": ThresholdSpec(80.0, "MiB", "size of the oversize request SEC-3 sends; a server should refuse it"),
-    "queue_p95_max_ms": ThresholdSpec(50.0, "ms", "highest acceptable P95 queue time per model (summaries on)"),
+    "success_rate_min": ThresholdSpec(0.999, "ratio", "lowest acceptable share of successful requests", RATIO),
+    "metrics_scrape_timeout_s": ThresholdSpec(5.0, "s", "longest acceptable time to answer a metrics scrape", POSITIVE),
+    "queue_delay_budget_fraction": ThresholdSpec(0.8, "ratio", "largest share of a model's p99 budget its max_queue_delay may take", RATIO),
+    "gpu_memory_used_max_fraction": ThresholdSpec(0.9, "ratio", "highest GPU memory use per GPU once every model is loaded", RATIO),
+    "cpu_memory_used_max_fraction": ThresholdSpec(0.9, "ratio", "highest host memory use once every model is loaded", RATIO),
+    "attestation_max_age_days": ThresholdSpec(90.0, "days", "oldest acceptable runbook, disaster-recovery or training record (OPS-1, OPS-3, OPS-4)", NON_NEGATIVE),
+    "capacity_headroom": ThresholdSpec(0.3, "ratio", "spare capacity planned above the declared peak rate (OPS-2)", NON_NEGATIVE),
+    "tls_cert_expiry_warning_days": ThresholdSpec(30.0, "days", "a server certificate expiring sooner is a warning (SEC-2)", NON_NEGATIVE),
+    "malformed_oversize_payload_mib": ThresholdSpec(80.0, "MiB", "size of the oversize request SEC-3 sends; a server should refuse it", POSITIVE),
+    "queue_p95_max_ms": ThresholdSpec(50.0, "ms", "highest acceptable P95 queue time per model (summaries on)", POSITIVE),
     # PERF-3, the soak (docs/soak.md)
-    "soak_rate_fraction": ThresholdSpec(0.5, "ratio", "share of PERF-2's highest throughput within SLO that the soak drives per model"),
-    "soak_default_rate_infer_s": ThresholdSpec(10.0, "infer/s", "soak rate per model when neither PERF-2 nor soak.rate gives one"),
-    "soak_p99_drift_ratio_max": ThresholdSpec(1.5, "ratio", "highest p99 of the soak's last quarter over its first quarter"),
-    "soak_p99_drift_min_ms": ThresholdSpec(5.0, "ms", "a p99 rise smaller than this is not drift, whatever the ratio"),
-    "soak_server_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of server memory over the soak (least-squares slope)"),
-    "soak_gpu_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of GPU memory over the soak (least-squares slope)"),
-    "soak_leak_min_duration_s": ThresholdSpec(600.0, "s", "a soak shorter than this (after warm-up) reports memory growth as a warning: too short to tell a leak from warm-up"),
-    "soak_leak_min_growth_mb": ThresholdSpec(32.0, "MB", "fitted memory growth below this is noise, not a leak, whatever the slope"),
-    "soak_pending_growth_max": ThresholdSpec(8.0, "requests", "highest fitted growth of pending requests over the soak"),
-    "soak_runner_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of the runner's own RSS (a warning: it questions the measurement)"),
-    "soak_dropped_max": ThresholdSpec(0.01, "ratio", "highest share of scheduled requests the runner may fail to send on time (a warning)"),
+    "soak_rate_fraction": ThresholdSpec(0.5, "ratio", "share of PERF-2's highest throughput within SLO that the soak drives per model", FRACTION),
+    "soak_default_rate_infer_s": ThresholdSpec(10.0, "infer/s", "soak rate per model when neither PERF-2 nor soak.rate gives one", POSITIVE),
+    "soak_p99_drift_ratio_max": ThresholdSpec(1.5, "ratio", "highest p99 of the soak's last quarter over its first quarter", POSITIVE),
+    "soak_p99_drift_min_ms": ThresholdSpec(5.0, "ms", "a p99 rise smaller than this is not drift, whatever the ratio", NON_NEGATIVE),
+    "soak_server_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of server memory over the soak (least-squares slope)", NON_NEGATIVE),
+    "soak_gpu_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of GPU memory over the soak (least-squares slope)", NON_NEGATIVE),
+    "soak_leak_min_duration_s": ThresholdSpec(600.0, "s", "a soak shorter than this (after warm-up) reports memory growth as a warning: too short to tell a leak from warm-up", NON_NEGATIVE),
+    "soak_leak_min_growth_mb": ThresholdSpec(32.0, "MB", "fitted memory growth below this is noise, not a leak, whatever the slope", NON_NEGATIVE),
+    "soak_pending_growth_max": ThresholdSpec(8.0, "requests", "highest fitted growth of pending requests over the soak", NON_NEGATIVE),
+    "soak_runner_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of the runner's own RSS (a warning: it questions the measurement)", NON_NEGATIVE),
+    "soak_dropped_max": ThresholdSpec(0.01, "ratio", "highest share of scheduled requests the runner may fail to send on time (a warning)", RATIO),
     # load engine: measurement windows, stability (perf_analyzer) and validity (MLPerf LoadGen)
-    "load_warmup_s": ThresholdSpec(1.0, "s", "traffic before the first measurement window, excluded from every number"),
-    "load_window_s": ThresholdSpec(2.0, "s", "length of one measurement window"),
-    "load_stability_windows": ThresholdSpec(3, "windows", "how many last windows must agree for a measurement to be stable"),
-    "load_stability_tolerance": ThresholdSpec(0.10, "ratio", "largest max/min spread of throughput and mean latency across those windows"),
-    "load_max_windows": ThresholdSpec(10, "windows", "windows measured at most before a measurement is declared unstable"),
-    "load_min_duration_s": ThresholdSpec(6.0, "s", "validity: shortest span of the reported windows"),
-    "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows"),
-    "reload_failed_requests_max": ThresholdSpec(0, "requests", "requests that may fail while a model reloads or a new version rolls out under traffic"),
-    "reload_serve_max_s": ThresholdSpec(30.0, "s", "longest time from a reload request until the reloaded (or new) version serves"),
-    "instance_recovery_max_s": ThresholdSpec(30.0, "s", "longest time from the recovery action (unload + load) until every instance of the model answers"),
-    "server_restart_max_s": ThresholdSpec(60.0, "s", "longest time from a server crash (SIGKILL) and restart until the first correct inference"),
-    "shutdown_lost_requests_max": ThresholdSpec(0, "requests", "requests the server may take and then drop without an answer during a graceful shutdown (SIGTERM)"),
-    "shutdown_ready_drop_max_s": ThresholdSpec(1.0, "s", "longest time from SIGTERM until readiness stops answering 200"),
+    "load_warmup_s": ThresholdSpec(1.0, "s", "traffic before the first measurement window, excluded from every number", NON_NEGATIVE),
+    "load_window_s": ThresholdSpec(2.0, "s", "length of one measurement window", POSITIVE),
+    "load_stability_windows": ThresholdSpec(3, "windows", "how many last windows must agree for a measurement to be stable", COUNT),
+    "load_stability_tolerance": ThresholdSpec(0.10, "ratio", "largest max/min spread of throughput and mean latency across those windows", NON_NEGATIVE),
+    "load_max_windows": ThresholdSpec(10, "windows", "windows measured at most before a measurement is declared unstable", COUNT),
+    "load_min_duration_s": ThresholdSpec(6.0, "s", "validity: shortest span of the reported windows", NON_NEGATIVE),
+    "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows", COUNT),
+    "reload_failed_requests_max": ThresholdSpec(0, "requests", "requests that may fail while a model reloads or a new version rolls out under traffic", COUNT_OR_ZERO),
+    "reload_serve_max_s": ThresholdSpec(30.0, "s", "longest time from a reload request until the reloaded (or new) version serves", POSITIVE),
+    "instance_recovery_max_s": ThresholdSpec(30.0, "s", "longest time from the recovery action (unload + load) until every instance of the model answers", POSITIVE),
+    "server_restart_max_s": ThresholdSpec(60.0, "s", "longest time from a server crash (SIGKILL) and restart until the first correct inference", POSITIVE),
+    "shutdown_lost_requests_max": ThresholdSpec(0, "requests", "requests the server may take and then drop without an answer during a graceful shutdown (SIGTERM)", COUNT_OR_ZERO),
+    "shutdown_ready_drop_max_s": ThresholdSpec(1.0, "s", "longest time from SIGTERM until readiness stops answering 200", POSITIVE),
     # performance phase (PERF-1, PERF-2) and CFG-2
-    "capacity_default_p99_ms": ThresholdSpec(100.0, "ms", "p99 budget that defines 'within SLO' for a model with no p99 SLO"),
-    "perf_target_concurrency": ThresholdSpec(8, "requests", "PERF-1 closed-loop concurrency for a model with no min_throughput SLO"),
-    "perf_throughput_ratio_min": ThresholdSpec(0.95, "ratio", "PERF-1: lowest achieved/offered throughput at the target load"),
-    "curve_max_concurrency": ThresholdSpec(0, "requests", "PERF-2/CFG-2: cap on the swept concurrency (0: 2 x max_batch_size x instances)"),
-    "curve_knee_fraction": ThresholdSpec(0.90, "ratio", "PERF-2: the knee is the first point reaching this share of the highest throughput"),
-    "curve_drop_tolerance": ThresholdSpec(0.10, "ratio", "PERF-2: largest throughput fall allowed between two points before the knee"),
-    "batching_min_average_batch_size": ThresholdSpec(1.0, "requests", "CFG-2: average batch size at saturation must be above this"),
-    "batching_preferred_fraction": ThresholdSpec(0.5, "ratio", "CFG-2: average batch must reach this share of the smallest preferred size"),
-    "batching_queue_share_max": ThresholdSpec(0.40, "ratio", "CFG-2: largest share of server latency spent queued before advice is given"),
-    "gpu_utilization_min": ThresholdSpec(0.70, "ratio", "GPU utilization under load: lower edge of the healthy band"),
-    "gpu_utilization_max": ThresholdSpec(0.85, "ratio", "GPU utilization under load: upper edge of the healthy band"),
+    "capacity_default_p99_ms": ThresholdSpec(100.0, "ms", "p99 budget that defines 'within SLO' for a model with no p99 SLO", POSITIVE),
+    "perf_target_concurrency": ThresholdSpec(8, "requests", "PERF-1 closed-loop concurrency for a model with no min_throughput SLO", COUNT),
+    "perf_throughput_ratio_min": ThresholdSpec(0.95, "ratio", "PERF-1: lowest achieved/offered throughput at the target load", RATIO),
+    "curve_max_concurrency": ThresholdSpec(0, "requests", "PERF-2/CFG-2: cap on the swept concurrency (0: 2 x max_batch_size x instances)", COUNT_OR_ZERO),
+    "curve_knee_fraction": ThresholdSpec(0.90, "ratio", "PERF-2: the knee is the first point reaching this share of the highest throughput", FRACTION),
+    "curve_drop_tolerance": ThresholdSpec(0.10, "ratio", "PERF-2: largest throughput fall allowed between two points before the knee", RATIO),
+    "batching_min_average_batch_size": ThresholdSpec(1.0, "requests", "CFG-2: average batch size at saturation must be above this", NON_NEGATIVE),
+    "batching_preferred_fraction": ThresholdSpec(0.5, "ratio", "CFG-2: average batch must reach this share of the smallest preferred size", RATIO),
+    "batching_queue_share_max": ThresholdSpec(0.40, "ratio", "CFG-2: largest share of server latency spent queued before advice is given", RATIO),
+    "gpu_utilization_min": ThresholdSpec(0.70, "ratio", "GPU utilization under load: lower edge of the healthy band", RATIO),
+    "gpu_utilization_max": ThresholdSpec(0.85, "ratio", "GPU utilization under load: upper edge of the healthy band", RATIO),
 }

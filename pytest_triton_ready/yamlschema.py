@@ -1,34 +1,77 @@
-"""Validate a YAML document against a small declarative schema, with file and line in every error.
+"""YAML sections as typed models, and a loader whose every error names file, line and key.
 
-A schema is built from:
-- a Python type (`str`, `int`, `float`, `bool`, `datetime.date`): a scalar of that type (an int is a
-  valid float; a date is written YYYY-MM-DD, quoted or not);
-- a list with one schema, `[str]`: a sequence of those;
-- a dict of fixed keys, `{"http_url": str}`: a mapping; any other key is an error;
-- `MapOf(schema)`: a mapping with free keys (model names, header names) and values of one schema.
+Each YAML section is declared once, by the phase that owns it, as a `Section` (a pydantic model
+that refuses unknown keys and non-finite numbers). From that one declaration come the schema check
+(`load_yaml`), the defaults, the error messages and the settings tables in docs/
+(`settings_table`). Field help is the field's `description`; a unit goes in
+`json_schema_extra={"unit": ...}` (see `setting`).
+
+A loaded section is read either typed (`settings.section_model("soak").window`) or as a read-only
+dict view of the keys the file set (`settings.section("soak").get("window")`); the view refuses a
+key its model does not declare, so a read of an undeclared key fails loudly instead of always
+getting None.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
 
 
 class SchemaError(ValueError):
     """A YAML file that does not fit its schema; the message names file, line and key."""
 
 
-@dataclass(frozen=True)
-class MapOf:
-    values: Any
+class Section(BaseModel):
+    """A YAML section (or a mapping inside one): fixed keys, typed values, finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, coerce_numbers_to_str=True, frozen=True)
 
 
-def load_yaml(path: Path, schema: dict[str, Any]) -> dict[str, Any]:
-    """Read `path`, check it against `schema`, and return plain Python data."""
+def setting(default: Any = None, help: str = "", *, unit: str | None = None, **constraints: Any) -> Any:
+    """A Section field: its default, the help shown in docs tables, its unit and constraints
+    (pydantic's gt/ge/lt/le/min_length...)."""
+    extra = {"unit": unit} if unit else None
+    if default in (list, dict) or (callable(default) and not isinstance(default, type)):
+        return Field(default_factory=default, description=help, json_schema_extra=extra, **constraints)
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+# -- loading ----------------------------------------------------------------------------------
+Loc = tuple[Union[str, int], ...]
+
+
+class Lines:
+    """Where each key and value of a YAML document is: 1-based lines by location tuple."""
+
+    def __init__(self) -> None:
+        self.keys: dict[Loc, int] = {}
+        self.values: dict[Loc, int] = {}
+
+    def key(self, loc: Loc) -> int | None:
+        return self._nearest(self.keys, loc) or self._nearest(self.values, loc)
+
+    def value(self, loc: Loc) -> int | None:
+        return self._nearest(self.values, loc) or self._nearest(self.keys, loc)
+
+    @staticmethod
+    def _nearest(table: dict[Loc, int], loc: Loc) -> int | None:
+        for end in range(len(loc), -1, -1):
+            if loc[:end] in table:
+                return table[loc[:end]]
+        return None
+
+
+def load_yaml(path: Path, model: type[BaseModel]) -> tuple[BaseModel, dict[str, Any], Lines]:
+    """Read `path` and check it against `model`: the typed document, the plain data it set
+    (only the keys the file has) and where each key is. SchemaError names file:line:key."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -39,69 +82,266 @@ def load_yaml(path: Path, schema: dict[str, Any]) -> dict[str, Any]:
         mark = exc.problem_mark
         line = f":{mark.line + 1}" if mark else ""
         raise SchemaError(f"{path}{line}: not valid YAML: {exc.problem}") from None
+    lines = Lines()
     if node is None:
-        return {}
-    return _convert(node, schema, path, "")
+        data: Any = {}
+    else:
+        data = _plain(node, (), lines)
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}:1: key '<top>': expected a mapping, got {_kind(data)}")
+    document = validate(model, data, path, lines)
+    return document, data, lines
 
 
-_SCALAR_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-                 dt.date: "a date (YYYY-MM-DD)"}
+def validate(model: type[BaseModel], data: Any, path: Path | str, lines: Lines | None = None,
+             prefix: Loc = ()) -> BaseModel:
+    """`model` from `data`; SchemaError with `path:line: key 'a.b': problem` on the first error
+    (first in the file)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SchemaError(describe_error(exc, model, path, lines or Lines(), prefix)) from None
 
 
-def _convert(node: yaml.Node, schema: Any, path: Path, key: str) -> Any:
-    where = f"{path}:{node.start_mark.line + 1}: key '{key or '<top>'}'"
-    if isinstance(schema, dict):
-        if not isinstance(node, yaml.MappingNode):
-            raise SchemaError(f"{where}: expected a mapping, got {_kind(node)}")
+def describe_error(exc: ValidationError, model: type[BaseModel], path: Path | str, lines: Lines,
+                   prefix: Loc = ()) -> str:
+    errors = exc.errors(include_url=False)
+
+    def line_of(error: dict[str, Any]) -> int:
+        loc = prefix + tuple(error["loc"])
+        found = lines.key(loc) if error["type"] == "extra_forbidden" else lines.value(loc)
+        return found or 0
+
+    error = min(errors, key=line_of)
+    loc = tuple(error["loc"])
+    line = line_of(error)
+    where = f"{path}:{line}" if line else f"{path}"
+    dotted = _dotted(prefix + loc)
+    if error["type"] == "extra_forbidden":
+        known = ", ".join(sorted(_fields_at(model, loc[:-1])))
+        return f"{where}: unknown key '{dotted}' (known here: {known})"
+    expected = _EXPECTED.get(error["type"])
+    got = error.get("input")
+    if expected:
+        return f"{where}: key '{dotted or '<top>'}': expected {expected}, got {_kind(got)}"
+    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    message = message.replace("Input should be", "must be")
+    if " got " not in message:
+        message += f", got {_kind(got)}"
+    return f"{where}: key '{dotted or '<top>'}': {message}"
+
+
+_EXPECTED = {
+    "string_type": "a string", "int_type": "an integer", "int_parsing": "an integer",
+    "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
+    "bool_type": "true or false", "bool_parsing": "true or false",
+    "date_type": "a date (YYYY-MM-DD)", "date_parsing": "a date (YYYY-MM-DD)",
+    "date_from_datetime_parsing": "a date (YYYY-MM-DD)", "date_from_datetime_inexact": "a date (YYYY-MM-DD)",
+    "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+    "list_type": "a list", "finite_number": "a finite number",
+}
+
+
+def _plain(node: yaml.Node, loc: Loc, lines: Lines) -> Any:
+    lines.values[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            name = key_node.value
-            child = f"{key}.{name}" if key else name
-            if name not in schema:
-                known = ", ".join(sorted(schema))
-                raise SchemaError(
-                    f"{path}:{key_node.start_mark.line + 1}: unknown key '{child}' (known here: {known})"
-                )
-            out[name] = _convert(value_node, schema[name], path, child)
+            name = str(key_node.value)
+            lines.keys[loc + (name,)] = key_node.start_mark.line + 1
+            out[name] = _plain(value_node, loc + (name,), lines)
         return out
-    if isinstance(schema, MapOf):
-        if not isinstance(node, yaml.MappingNode):
-            raise SchemaError(f"{where}: expected a mapping, got {_kind(node)}")
-        return {
-            k.value: _convert(v, schema.values, path, f"{key}.{k.value}" if key else k.value) for k, v in node.value
-        }
-    if isinstance(schema, list):
-        if not isinstance(node, yaml.SequenceNode):
-            raise SchemaError(f"{where}: expected a list, got {_kind(node)}")
-        return [_convert(item, schema[0], path, f"{key}[{i}]") for i, item in enumerate(node.value)]
-    if not isinstance(node, yaml.ScalarNode):
-        raise SchemaError(f"{where}: expected {_SCALAR_NAMES[schema]}, got {_kind(node)}")
-    value = yaml.SafeLoader("").construct_object(node)
-    if schema is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if schema is str and isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = node.value
-    if schema is dt.date:
-        value = _as_date(value)
-    if not isinstance(value, schema) or (schema is not bool and isinstance(value, bool)):
-        raise SchemaError(f"{where}: expected {_SCALAR_NAMES[schema]}, got {value!r}")
-    return value
-
-
-def _as_date(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, str):
-        try:
-            return dt.date.fromisoformat(value.strip())
-        except ValueError:
-            return value
-    return value
-
-
-def _kind(node: yaml.Node) -> str:
-    if isinstance(node, yaml.MappingNode):
-        return "a mapping"
     if isinstance(node, yaml.SequenceNode):
+        return [_plain(item, loc + (i,), lines) for i, item in enumerate(node.value)]
+    return yaml.SafeLoader("").construct_object(node)
+
+
+def _dotted(loc: Loc) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
         return "a list"
-    return repr(node.value)
+    if isinstance(value, dt.date):
+        return repr(value.isoformat())
+    return repr(value)
+
+
+# -- walking the declarations -----------------------------------------------------------------
+def unwrap(annotation: Any) -> Any:
+    """The annotation without Optional/Annotated."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def is_section(annotation: Any) -> bool:
+    annotation = unwrap(annotation)
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _fields_at(model: type[BaseModel], loc: Loc) -> list[str]:
+    node: Any = model
+    for part in loc:
+        node = unwrap(node)
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            if not isinstance(part, str) or part not in node.model_fields:
+                return []
+            node = node.model_fields[part].annotation
+            continue
+        origin = typing.get_origin(node)
+        if origin in (dict, list):
+            node = typing.get_args(node)[-1]
+            continue
+        return []
+    node = unwrap(node)
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return list(node.model_fields)
+    return []
+
+
+def describe_type(annotation: Any) -> str:
+    """A reader's name for a field's type, for the docs tables."""
+    annotation = unwrap(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return " \\| ".join(str(a) for a in typing.get_args(annotation))
+    if origin is list:
+        return f"list of {describe_type(typing.get_args(annotation)[0])}"
+    if origin is dict:
+        return f"map of {describe_type(typing.get_args(annotation)[1])}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "mapping"
+    return {str: "string", int: "integer", float: "number", bool: "bool", dt.date: "date", Path: "path"}.get(
+        annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _constraint_text(info: FieldInfo) -> str:
+    parts = []
+    for item in info.metadata:
+        for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            value = getattr(item, attr, None)
+            if value is not None:
+                parts.append(f"{sign} {value:g}" if isinstance(value, (int, float)) else f"{sign} {value}")
+    return ", ".join(parts)
+
+
+def _default_text(info: FieldInfo) -> str:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if "shown_default" in extra:
+        return f"`{extra['shown_default']}`"
+    if info.default_factory is not None:
+        value = info.default_factory()
+        return "none" if not value else f"`{value}`"
+    value = info.default
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    return f"`{value}`"
+
+
+def settings_rows(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str, str]]:
+    """(key, type and range, default, meaning) for every key of `model`, nested sections flattened."""
+    rows: list[tuple[str, str, str, str]] = []
+    for name, info in model.model_fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        annotation = unwrap(info.annotation)
+        if is_section(annotation) and annotation is not model:
+            if info.description:
+                rows.append((key, "mapping", "", info.description))
+            rows.extend(settings_rows(unwrap(annotation), key))
+            continue
+        if typing.get_origin(annotation) is dict and is_section(typing.get_args(annotation)[1]):
+            inner = unwrap(typing.get_args(annotation)[1])
+            rows.append((key, "map of mappings", "", info.description or ""))
+            rows.extend(settings_rows(inner, f"{key}.<name>"))
+            continue
+        kind = describe_type(annotation)
+        limits = _constraint_text(info)
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        unit = extra.get("unit")
+        kind = kind + (f" ({unit})" if unit else "") + (f", {limits}" if limits else "")
+        meaning = info.description or ""
+        if extra.get("option"):
+            meaning += f" (as `{extra['option']}`, env `{extra['env']}`)"
+        rows.append((key, kind, _default_text(info), meaning))
+    return rows
+
+
+def settings_table(model: type[BaseModel], prefix: str) -> str:
+    """The Markdown table of a section's keys: what docs/ show, generated from the model."""
+    out = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for key, kind, default, meaning in settings_rows(model, prefix):
+        out.append(f"| `{key}` | {kind} | {default} | {meaning.replace('|', chr(92) + '|')} |")
+    return "\n".join(out) + "\n"
+
+
+# -- the dict view ----------------------------------------------------------------------------
+class UndeclaredKey(KeyError):
+    """Code read a key its section's model does not declare: a bug, not a user error."""
+
+
+class SectionView(dict):
+    """A read-only dict of the keys a YAML section set, refusing keys its model does not declare."""
+
+    def __init__(self, model: type[BaseModel], data: dict[str, Any], where: str) -> None:
+        super().__init__(data)
+        self._model = model
+        self._where = where
+
+    def _declared(self, key: Any) -> None:
+        if key not in self._model.model_fields:
+            raise UndeclaredKey(f"{self._where}.{key} is not declared in {self._model.__name__} "
+                                f"(declared: {', '.join(self._model.model_fields)})")
+
+    def __getitem__(self, key: Any) -> Any:
+        self._declared(key)
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._declared(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._declared(key)
+        return super().__contains__(key)
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a settings section is read-only")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _readonly  # type: ignore[assignment]
+
+
+def section_view(instance: BaseModel, where: str) -> SectionView:
+    """The keys `instance` was given (not its defaults), nested sections as views too."""
+    data = {}
+    for name in instance.model_fields_set:
+        data[name] = _view_value(getattr(instance, name), f"{where}.{name}")
+    return SectionView(type(instance), data, where)
+
+
+def _view_value(value: Any, where: str) -> Any:
+    if isinstance(value, BaseModel):
+        return section_view(value, where)
+    if isinstance(value, dict):
+        return {k: _view_value(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_view_value(v, where) for v in value]
+    return value

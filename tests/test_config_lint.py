@@ -135,7 +135,8 @@ def test_a_bad_rollout_kind_is_a_usage_error_naming_the_file(run_checklist, tmp_
     config.write_text("lint:\n  rollout: {scale: rolling}\n")
     run = run_checklist("test_config.py", args=(f"--triton-config={config}",))
     assert run.outcome.ret == pytest.ExitCode.USAGE_ERROR
-    run.outcome.stderr.fnmatch_lines([f"*lint.rollout.scale from yaml:{config}: expected one of canary, blue-green*"])
+    run.outcome.stderr.fnmatch_lines([f"*{config}:2: key 'lint.rollout.scale': expected one of canary, blue-green, "
+                                      "got 'rolling'*"])
 
 
 def test_instance_count_is_skipped_with_its_reason_when_not_measured(run_checklist, h200_checklist):

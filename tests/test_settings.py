@@ -68,7 +68,7 @@ def test_unknown_threshold_is_an_error_and_known_ones_keep_their_source(tmp_path
     assert settings.threshold("success_rate_min").value == 0.99
     assert settings.threshold("success_rate_min").source.startswith("yaml:")
     assert settings.threshold("metrics_scrape_timeout_s").source == "cli"
-    assert settings.threshold("startup_ready_timeout_s").source == "default"
+    assert settings.threshold("queue_p95_max_ms").source == "default"
 
 
 def test_per_model_slo_falls_back_to_the_default(tmp_path):

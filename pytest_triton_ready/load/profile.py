@@ -4,9 +4,23 @@ budget (the SLO's p99, else the named default) and its target load."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..models import instance_count
+from ..yamlschema import Section, setting
+
+DEFAULT_QUEUE_DELAYS_US = [0, 100, 500, 2000, 10000]
+
+
+class PerformanceSection(Section):
+    """`performance:` (PERF-1, PERF-2, CFG-2)."""
+
+    tune_batching: bool | None = setting(None, "as --triton-tune-batching")
+    tune_queue_delays_us: list[Annotated[int, Field(ge=0)]] = setting(
+        lambda: list(DEFAULT_QUEUE_DELAYS_US), "max_queue_delay_microseconds values CFG-2 tries with "
+        "--triton-tune-batching", unit="µs", min_length=1)
 
 
 @dataclass(frozen=True)

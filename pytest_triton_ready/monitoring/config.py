@@ -15,13 +15,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA: dict[str, Any] = {
-    "alert_rules": [str],
-    "dashboard": str,
-    "log_shipping": {"collector": str, "stdout": bool, "files": [str]},
-    "prometheus": str,
-    "promtool": str,
-}
+from ..yamlschema import Section, setting
+
+
+class LogShipping(Section):
+    collector: str | None = setting(None, "what ships the logs (shown in the report)")
+    stdout: bool | None = setting(None, "the collector reads the server's stdout/stderr")
+    files: list[str] | None = setting(None, "server-side log files the collector tails")
+
+
+class MonitoringSection(Section):
+    """`monitoring:`: alert rules, dashboard and log shipping (MON-2..4)."""
+
+    alert_rules: list[str] = setting(list, "Prometheus rule files (relative to the YAML file)")
+    dashboard: str | None = setting(None, "Grafana dashboard JSON (relative to the YAML file)")
+    log_shipping: LogShipping | None = setting(None, "how the server's logs reach an aggregator")
+    prometheus: str | None = setting(None, "the prometheus binary (default: prometheus on PATH)")
+    promtool: str | None = setting(None, "the promtool binary (default: promtool on PATH)")
 
 
 @dataclass
@@ -35,17 +45,19 @@ class MonitoringSettings:
 
     @classmethod
     def from_settings(cls, settings) -> MonitoringSettings:
-        section = settings.section("monitoring")
+        section = settings.section_model("monitoring")
+        given = settings.section("monitoring")
         base = settings.config_file.resolve().parent if settings.config_file else Path.cwd()
 
         def resolve(text: str | None) -> Path | None:
             return None if not text else (base / Path(text).expanduser()).resolve()
 
+        shipping = section.log_shipping.model_dump(exclude_unset=True) if section.log_shipping else {}
         return cls(
-            alert_rules=[resolve(p) for p in section.get("alert_rules") or []],
-            dashboard=resolve(section.get("dashboard")),
-            log_shipping=dict(section.get("log_shipping") or {}),
-            prometheus=str(resolve(section["prometheus"])) if section.get("prometheus") else None,
-            promtool=str(resolve(section["promtool"])) if section.get("promtool") else None,
-            source=f"yaml:{settings.config_file}" if section else "no monitoring section",
+            alert_rules=[resolve(p) for p in section.alert_rules],
+            dashboard=resolve(section.dashboard),
+            log_shipping=shipping,
+            prometheus=str(resolve(section.prometheus)) if section.prometheus else None,
+            promtool=str(resolve(section.promtool)) if section.promtool else None,
+            source=f"yaml:{settings.config_file}" if given else "no monitoring section",
         )

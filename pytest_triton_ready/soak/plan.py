@@ -8,11 +8,15 @@ divided by the number of models soaked together, since PERF-2 measured each alon
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from ..thresholds import THRESHOLDS, ThresholdValue
+from ..yamlschema import Section, setting
 from .duration import parse_duration
 
 JOURNAL_NAME = "soak-journal.jsonl"
@@ -31,6 +35,50 @@ LIMIT_NAMES = ("success_rate_min", "soak_p99_drift_ratio_max", "soak_p99_drift_m
 
 class PlanError(ValueError):
     """A soak setting that cannot work; the message names it and where it came from."""
+
+
+def _duration_text(text: str) -> str:
+    seconds = parse_duration(text)
+    if not math.isfinite(seconds):
+        raise ValueError(f"expected a finite duration, got {text!r}")
+    return text
+
+
+Duration = Annotated[str, AfterValidator(_duration_text)]
+
+
+def _limit(name: str) -> Any:
+    """A YAML key that sets one of the soak's named thresholds: same range, same help."""
+    spec = THRESHOLDS[name]
+    return setting(None, f"{spec.help} (threshold `{name}`, default {spec.default:g})", unit=spec.unit,
+                   **spec.range.field())
+
+
+class SoakSection(Section):
+    """`soak:` (PERF-3). The limits are named thresholds; `thresholds:` and --triton-threshold
+    outrank the value given here."""
+
+    duration: Duration | None = setting(None, "soak length, as --triton-soak (90s, 30m, 24h; 0 = off)")
+    window: Duration | None = setting(None, f"one judged window (default: duration / {WINDOWS_WANTED}, "
+                                            f"{MIN_WINDOW_S:g} s to {MAX_AUTO_WINDOW_S:g} s)")
+    warmup: Duration | None = setting(None, "traffic before the first judged window (default: the larger of one "
+                                            "window and 5% of the duration, at most 10 min)")
+    rate: float | None = setting(None, "rate per model when PERF-2 measured no capacity", unit="infer/s", gt=0)
+    rates: dict[str, Annotated[float, Field(gt=0)]] = setting(
+        dict, "pinned rate per model (outranks everything)", unit="infer/s")
+    models: list[str] | None = setting(None, "models to soak (default: every READY model in scope)")
+    journal: str | None = setting(None, f"the journal file (default: {JOURNAL_NAME} in the report directory)")
+    rate_fraction: float | None = _limit("soak_rate_fraction")
+    success_rate_min: float | None = _limit("success_rate_min")
+    p99_drift_ratio_max: float | None = _limit("soak_p99_drift_ratio_max")
+    p99_drift_min_ms: float | None = _limit("soak_p99_drift_min_ms")
+    server_memory_slope_max_mb_h: float | None = _limit("soak_server_memory_slope_max_mb_h")
+    gpu_memory_slope_max_mb_h: float | None = _limit("soak_gpu_memory_slope_max_mb_h")
+    leak_min_growth_mb: float | None = _limit("soak_leak_min_growth_mb")
+    leak_min_duration_s: float | None = _limit("soak_leak_min_duration_s")
+    pending_growth_max: float | None = _limit("soak_pending_growth_max")
+    runner_memory_slope_max_mb_h: float | None = _limit("soak_runner_memory_slope_max_mb_h")
+    dropped_max: float | None = _limit("soak_dropped_max")
 
 
 @dataclass
@@ -70,21 +118,22 @@ class SoakPlan:
 def soak_limits(settings) -> dict[str, ThresholdValue]:
     """The soak's thresholds: `thresholds:`/--triton-threshold first, then the YAML `soak:` section
     (key without the `soak_` prefix), then the default."""
-    section = settings.section("soak")
+    section = settings.section_model("soak")
     where = f"yaml:{settings.config_file} soak." if settings.config_file else "yaml soak."
     limits = {}
     for name in LIMIT_NAMES:
         value = settings.threshold(name)
         key = name.removeprefix("soak_")
-        if value.source == "default" and key in section:
-            value = ThresholdValue(name, float(section[key]), THRESHOLDS[name].unit, where + key)
+        given = getattr(section, key)
+        if value.source == "default" and given is not None:
+            value = ThresholdValue(name, float(given), THRESHOLDS[name].unit, where + key)
         limits[name] = value
     return limits
 
 
 def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
     """The plan for this run; PlanError when a setting cannot work."""
-    section = settings.section("soak")
+    section = settings.section_model("soak")
     duration = float(settings.triton_soak)
     where = f"{settings.config_file}" if settings.config_file else "the YAML file"
     window = _seconds(section, "window", where)
@@ -102,15 +151,15 @@ def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
         warmup = max(window, min(0.05 * duration, MAX_AUTO_WARMUP_S))
     if duration and warmup >= duration:
         raise PlanError(f"soak.warmup in {where} ({warmup:g} s) leaves nothing of a {duration:g} s soak")
-    models = list(section.get("models") or models)
+    models = list(section.models or models)
     rates, sources = {}, {}
     capacity = facts.get("perf.capacity") or {}
     fraction = settings.threshold("soak_rate_fraction")
-    if fraction.source == "default" and section.get("rate_fraction") is not None:
-        fraction = ThresholdValue(fraction.name, float(section["rate_fraction"]), fraction.unit, "yaml soak.rate_fraction")
+    if fraction.source == "default" and section.rate_fraction is not None:
+        fraction = ThresholdValue(fraction.name, float(section.rate_fraction), fraction.unit, "yaml soak.rate_fraction")
     default_rate = settings.threshold("soak_default_rate_infer_s")
     for model in models:
-        pinned = (section.get("rates") or {}).get(model)
+        pinned = section.rates.get(model)
         measured = (capacity.get(model) or {}).get("max_throughput_within_slo_infer_s")
         if pinned is not None:
             rates[model], sources[model] = float(pinned), f"yaml soak.rates.{model}"
@@ -123,8 +172,8 @@ def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
             sources[model] = (f"{fraction.value:g} x {float(measured):.1f} infer/s{shared}, from the highest "
                               f"throughput within SLO that PERF-2 measured in this run (soak_rate_fraction from "
                               f"{fraction.source})")
-        elif section.get("rate") is not None:
-            rates[model], sources[model] = float(section["rate"]), "yaml soak.rate"
+        elif section.rate is not None:
+            rates[model], sources[model] = float(section.rate), "yaml soak.rate"
         else:
             rates[model] = default_rate.value
             perf2 = ("PERF-2 found no throughput within SLO" if model in capacity
@@ -133,15 +182,15 @@ def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
                               f"from {default_rate.source}): {perf2} and soak.rate is not set")
         if rates[model] <= 0:
             raise PlanError(f"soak rate for {model} must be positive, got {rates[model]:g} ({sources[model]})")
-    journal = Path(section["journal"]) if section.get("journal") else Path(settings.readiness_report) / JOURNAL_NAME
+    journal = Path(section.journal) if section.journal else Path(settings.readiness_report) / JOURNAL_NAME
     return SoakPlan(duration, window, warmup, models, rates, sources, journal, soak_limits(settings),
                     settings.sources.get("triton_soak", "default"))
 
 
-def _seconds(section: dict[str, Any], key: str, where: str) -> float | None:
-    if section.get(key) is None:
+def _seconds(section: SoakSection, key: str, where: str) -> float | None:
+    if getattr(section, key) is None:
         return None
     try:
-        return parse_duration(section[key])
+        return parse_duration(getattr(section, key))
     except ValueError as exc:
         raise PlanError(f"soak.{key} in {where}: {exc}") from None
