@@ -15,7 +15,7 @@ from pytest_triton_ready.security.malformed import ACCEPTED, CLEAN, NO_ANSWER, S
     error_message, unknown_model_case
 from pytest_triton_ready.security.restricted import API_CATEGORIES, OPEN, REQUIRED_BY_DEFAULT, RESTRICTED, \
     UNREACHABLE, exposures, probe_grpc, probe_http
-from pytest_triton_ready.security.secrets import find_leaks, searchable
+from pytest_triton_ready.security.secrets import find_leaks, labelled_secrets, searchable
 from pytest_triton_ready.security.tls import TLSNotOffered, inspect_tls, is_loopback
 
 
@@ -230,9 +230,9 @@ def _server_healthy(client):
 def test_secrets_stay_out_of_outputs(triton_settings, triton_run, check):
     """No header value or token from the settings appears in what this run shows: the results of
     every earlier check, the settings and context written to the report, and the server log."""
-    secrets, too_short = searchable(dict(triton_settings.headers))
+    secrets, too_short = searchable(labelled_secrets(triton_settings.headers, triton_settings.secrets()))
     for label in too_short:
-        check.finding(f"the value of header {label!r} is too short to search for reliably", severity="warning")
+        check.finding(f"the {label} is too short to search for reliably", severity="warning")
     if not secrets:
         check.not_applicable("the settings carry no header value or token to keep secret")
     sources = [(f"result of {r.check_id} ({r.nodeid.split('::')[-1]})", json.dumps(r.to_dict(), default=str))
@@ -248,7 +248,7 @@ def test_secrets_stay_out_of_outputs(triton_settings, triton_run, check):
     check.measure("leaks found", len(leaks), "places", threshold=0,
                   finding=f"secret values appear in {len(leaks)} place(s) this run shows")
     for leak in leaks:
-        check.finding(f"the value of header {leak.secret!r} appears in the {leak.source}", rule="SEC-4")
+        check.finding(f"the {leak.secret} appears in the {leak.source}", rule="SEC-4")
     if leaks:
         check.recommend("Find where the value is written (an error message, evidence, a log line) and redact it "
                         "there; rotate the credential.")

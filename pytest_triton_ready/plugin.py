@@ -11,11 +11,13 @@ import inspect
 import re
 import signal
 import threading
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from .recorder import CheckRecorder
+from .redaction import RedactingStream, Redactor
 from .report.junit import junit_properties
 from .report.model import Evidence, Result, Verdict
 from .run import Run, now_iso
@@ -43,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("triton_config", "YAML settings file (triton-ready.yaml).", default=None)
     group.addoption("--triton-header", dest="triton_headers", action="append", default=[], metavar="'NAME: VALUE'",
                     help="Extra request header, e.g. for auth; repeatable. Values never appear in any output.")
+    group.addoption("--triton-header-env", dest="triton_header_env", action="append", default=[],
+                    metavar="NAME=VARIABLE", help="Extra request header whose value is read from an environment "
+                    "variable (kept out of the process list); repeatable.")
+    group.addoption("--triton-header-file", dest="triton_header_files", action="append", default=[],
+                    metavar="NAME=PATH", help="Extra request header whose value is read from a file (e.g. a mounted "
+                    "secret); repeatable.")
     group.addoption("--triton-threshold", dest="triton_thresholds", action="append", default=[], metavar="NAME=VALUE",
                     help="Override a named threshold (see README); repeatable.")
 
@@ -61,6 +69,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = build_settings(
             cli, ini, config_file=config.getoption("triton_config"),
             cli_headers=config.getoption("triton_headers"), cli_thresholds=config.getoption("triton_thresholds"),
+            cli_header_env=config.getoption("triton_header_env"),
+            cli_header_files=config.getoption("triton_header_files"),
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"triton-ready: {exc}") from None
@@ -79,7 +89,37 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"triton-ready: {exc}") from None
     run = Run(settings)
     run.waivers = waivers
+    if settings.redactor():
+        config.pluginmanager.register(JunitRedaction(settings.redactor()), "triton-ready-junit-redaction")
     config.stash[RUN_KEY] = run
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Everything the terminal shows from here on (failure text, tracebacks, `-l` locals, server
+    log excerpts) passes through the run's redactor."""
+    run = session.config.stash.get(RUN_KEY, None)
+    writer = session.config.pluginmanager.get_plugin("terminalreporter")
+    if run is None or writer is None:
+        return
+    redactor = run.settings.redactor()
+    terminal = writer._tw
+    if redactor and hasattr(terminal, "_file") and not isinstance(terminal._file, RedactingStream):
+        terminal._file = RedactingStream(terminal._file, redactor)
+
+
+class JunitRedaction:
+    """Redacts the JUnit XML file once pytest's junitxml plugin has written it: properties,
+    failure messages, system-out and system-err."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        path = getattr(session.config.option, "xmlpath", None)
+        if path:
+            self.redactor.file(Path(path))
 
 
 def _refuse_parallel_workers(config: pytest.Config, settings) -> None:

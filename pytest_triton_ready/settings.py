@@ -18,6 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, Field, create_model
 
+from .redaction import (MIN_SECRET_CHARS, Redactor, SecretError, expand, header_from_environment, header_from_file,
+                        secret_values, split_credentials, too_short)
 from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
 from .yamlschema import Lines, SchemaError, Section, load_yaml, section_view, setting, validate
 
@@ -137,16 +139,19 @@ def _host_port(netloc: str, what: str, original: str) -> None:
 
 
 def _http_url(text: str) -> str:
-    """http(s)://host[:port][/path]; a bare host[:port] gets http:// (as before)."""
+    """http(s)://[user:password@]host[:port][/path]; a bare host[:port] gets http:// (as before).
+    Credentials are accepted (they move into a header later) and never repeated in an error."""
     text = str(text).strip()
     what = "an http(s)://host[:port] URL"
     full = text if "://" in text else f"http://{text}"
+    shown, _, _ = split_credentials(full)
     parts = urlsplit(full)
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"expected {what}, got {text!r} (scheme {parts.scheme!r})")
-    if parts.query or parts.fragment or "@" in parts.netloc:
-        raise ValueError(f"expected {what}, got {text!r}")
-    _host_port(parts.netloc, what, text)
+        raise ValueError(f"expected {what}, got {shown!r} (scheme {parts.scheme!r})")
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    if parts.query or parts.fragment or "@" in netloc:
+        raise ValueError(f"expected {what}, got {shown!r}")
+    _host_port(netloc, what, shown)
     return full
 
 
@@ -321,6 +326,7 @@ class Settings:
     triton_tune_batching: bool = False
     readiness_report: Path = Path("triton-ready-report")
     headers: dict[str, str] = field(default_factory=dict)
+    url_secrets: list[str] = field(default_factory=list)  # credentials that were in a URL
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     slos: dict[str, SLO] = field(default_factory=dict)
     threshold_overrides: dict[str, ThresholdValue] = field(default_factory=dict)
@@ -385,8 +391,12 @@ class Settings:
         return shown
 
     def secrets(self) -> list[str]:
-        """Values that must never appear in any output."""
-        return [v for v in self.headers.values() if v]
+        """Values that must never appear in any output: header values (and their credential
+        part), URL credentials."""
+        return secret_values(self.headers, self.url_secrets)
+
+    def redactor(self) -> Redactor:
+        return Redactor(self.secrets())
 
 
 def derived_url(http_url: str, port: int, path: str = "") -> str:
@@ -405,6 +415,8 @@ def build_settings(
     config_file: str | None = None,
     cli_headers: list[str] | None = None,
     cli_thresholds: list[str] | None = None,
+    cli_header_env: list[str] | None = None,
+    cli_header_files: list[str] | None = None,
 ) -> Settings:
     """Merge every source into one Settings; raise SettingsError naming the bad value's origin."""
     environ = dict(os.environ if environ is None else environ)
@@ -450,12 +462,10 @@ def build_settings(
             settings.sources[option.key] = "default"
             settings.origins[option.key] = "default"
 
-    settings.headers = dict(data.get("server", {}).get("headers", {}))
-    for header in cli_headers or []:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            raise SettingsError(f"--triton-header from cli: expected 'Name: value', got {name.strip()!r}")
-        settings.headers[name.strip()] = value.strip()
+    try:
+        _read_headers(settings, data, environ, yaml_where, cli_headers, cli_header_env, cli_header_files)
+    except SecretError as exc:
+        raise SettingsError(str(exc)) from None
 
     inputs = data.get("inputs", {})
     settings.input_shapes = inputs.get("shapes", {})
@@ -492,7 +502,47 @@ def build_settings(
     _check_conflicts(settings)
     if settings.triton_url and not settings.triton_url.startswith(("http://", "https://")):
         settings.triton_url = "http://" + settings.triton_url
+    _move_url_credentials(settings)
+    short = too_short(settings.headers)
+    if short:
+        raise SettingsError(f"header {short[0]}: its value is shorter than {MIN_SECRET_CHARS} characters, too short to "
+                            "keep out of every output without also hiding ordinary text; header values are "
+                            "treated as secrets")
     return settings
+
+
+def _read_headers(settings: Settings, data: dict[str, Any], environ: dict[str, str], yaml_where: Callable[..., str],
+                  cli_headers: list[str] | None, cli_header_env: list[str] | None,
+                  cli_header_files: list[str] | None) -> None:
+    """Request headers, weakest source first: the YAML file, then the command line; `${VAR}` is
+    expanded from the environment in both."""
+    for name, value in data.get("server", {}).get("headers", {}).items():
+        settings.headers[name] = expand(str(value), environ, f"{yaml_where('server', 'headers', name)} "
+                                                             f"(server.headers.{name})")
+    for header in cli_headers or []:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise SettingsError(f"--triton-header from cli: expected 'Name: value', got {name.strip()!r}")
+        settings.headers[name.strip()] = expand(value.strip(), environ, f"--triton-header {name.strip()} from cli")
+    for spec in cli_header_env or []:
+        name, value = header_from_environment(spec, environ, "--triton-header-env from cli")
+        settings.headers[name] = value
+    for spec in cli_header_files or []:
+        name, value = header_from_file(spec, "--triton-header-file from cli")
+        settings.headers[name] = value
+
+
+def _move_url_credentials(settings: Settings) -> None:
+    """`https://user:pw@host` becomes `https://host` and an Authorization header (unless one is
+    set); the credentials join the secrets."""
+    for key in ("triton_url", "triton_metrics_url"):
+        plain, authorization, secrets = split_credentials(getattr(settings, key))
+        if not secrets:
+            continue
+        setattr(settings, key, plain)
+        settings.url_secrets.extend(secrets)
+        if authorization and key == "triton_url":
+            settings.headers.setdefault("Authorization", authorization)
 
 
 # Higher is stronger; a value's source decides which of two conflicting settings the user meant.

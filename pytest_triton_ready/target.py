@@ -118,4 +118,4 @@ def _keep_log(settings: Settings, launcher: Launcher) -> None:
     launcher.stop()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(launcher.log_text(max_lines=10**9) + "\n")
+    path.write_text(settings.redactor().text(launcher.log_text(max_lines=10**9)) + "\n")

@@ -273,3 +273,44 @@ def test_sec4_is_not_applicable_without_secrets(run_checklist):
     run = run_checklist("test_security.py", args=("-k", "secrets"))
     sec4 = run.result("test_secrets_stay_out_of_outputs")
     assert sec4["verdict"] == "not_applicable"
+
+
+def test_secrets_from_every_source_reach_no_artifact_and_no_stream(run_checklist, pytester, demo_server, monkeypatch):
+    """A header from an environment variable, one from a YAML `${VAR}`, URL credentials, and a check
+    that quotes a header in a finding, a failed assertion's locals (-l) and its printed output:
+    none of the values appears in any file or stream the run leaves."""
+    from_env, from_yaml, password = (f"{kind}-{uuid.uuid4().hex}" for kind in ("env", "yaml", "pw"))
+    leaky = pytester.makepyfile(quoting_check="""
+        import pytest
+
+        @pytest.mark.triton_check("CFG-98", phase="config")
+        def test_quotes_the_header(triton_settings, check):
+            '''A check that wrongly quotes a header value in a finding and in its failure.'''
+            token = triton_settings.headers["X-Api-Key"]
+            print("sending", token)
+            check.finding(f"the server refused key {token}")
+            assert token == "something else"
+    """)
+    config = pytester.path / "secrets.yaml"
+    config.write_text("server:\n  headers: {X-Yaml-Key: \"${YAML_KEY}\"}\nsoak: {window: 1s, warmup: 0s}\n")
+    endpoints = demo_server.endpoints
+    url = endpoints.http_url.replace("http://", f"http://ops:{password}@")
+    junit = pytester.path / "junit.xml"
+    monkeypatch.setenv("API_KEY", from_env)
+    monkeypatch.setenv("YAML_KEY", from_yaml)
+    run = run_checklist(str(leaky), "test_security.py", "test_soak.py", url=url, args=(
+        f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}",
+        "--triton-header-env=X-Api-Key=API_KEY", f"--triton-config={config}", f"--junitxml={junit}",
+        "--triton-soak=2s", "--triton-models=scale", "-l", "-rA", "-v"))
+    sec4 = run.result("test_secrets_stay_out_of_outputs")
+    assert sec4["verdict"] == "fail"  # the quoting check's own result held the value
+    assert "the value of header 'X-Api-Key' appears in the result of CFG-98 (test_quotes_the_header)" in [
+        f["message"] for f in sec4["findings"]]
+    artifacts = {str(p.relative_to(pytester.path)): p.read_text(errors="replace")
+                 for p in pytester.path.rglob("*") if p.is_file() and p.suffix != ".py"}
+    assert {"report/readiness.json", "report/readiness.md", "report/readiness.html", "junit.xml"} <= set(artifacts)
+    assert any("journal" in name for name in artifacts), sorted(artifacts)
+    artifacts["terminal"] = "\n".join(run.outcome.outlines + run.outcome.errlines)
+    assert "*** == 'something else'" in artifacts["terminal"] or "***" in artifacts["terminal"]
+    for secret in (from_env, from_yaml, password):
+        assert [name for name, text in artifacts.items() if secret in text] == [], secret

@@ -79,11 +79,11 @@ def test_per_model_slo_falls_back_to_the_default(tmp_path):
 
 def test_header_values_are_redacted(tmp_path):
     settings = _settings(tmp_path, "server:\n  headers:\n    X-Team: platform\n",
-                         cli={"triton_url": "http://h:8000"}, cli_headers=["Authorization: Bearer s3cret"])
-    assert settings.headers == {"X-Team": "platform", "Authorization": "Bearer s3cret"}
+                         cli={"triton_url": "http://h:8000"}, cli_headers=["Authorization: Bearer s3cret-value"])
+    assert settings.headers == {"X-Team": "platform", "Authorization": "Bearer s3cret-value"}
     shown = repr(settings.redacted())
     assert "s3cret" not in shown and "platform" not in shown
-    assert settings.secrets() == ["platform", "Bearer s3cret"]
+    assert settings.secrets() == ["Bearer s3cret-value", "s3cret-value", "platform"]  # longest first
 
 
 def test_bad_value_names_the_option_and_its_source(tmp_path):

@@ -89,7 +89,7 @@ def test_contradicting_thresholds_are_an_error(tmp_path):
 
 
 @pytest.mark.parametrize("url", ["ftp://h:8000", "http://", "http://h:0", "http://h:99999", "http://h:port",
-                                 "http://user@h:8000", "http://h:8000?x=1", "http://bad host:8000"])
+                                 "http://user@:8000", "http://h:8000?x=1", "http://bad host:8000"])
 def test_a_malformed_http_url_is_an_error(tmp_path, url):
     assert _error(tmp_path, cli={"triton_url": url}).startswith(
         "--triton-url from cli: expected an http(s)://host[:port] URL")
@@ -98,10 +98,10 @@ def test_a_malformed_http_url_is_an_error(tmp_path, url):
 
 
 @pytest.mark.parametrize("url", ["http://h:8000", "https://triton.internal", "h:8000", "10.0.0.5:8000",
-                                 "http://[::1]:8000", "https://h:8443/prefix"])
+                                 "http://[::1]:8000", "https://h:8443/prefix", "https://ops:long-secret@h:8443"])
 def test_good_http_urls_are_accepted(tmp_path, url):
     settings = build_settings({"triton_url": url}, {}, environ={})
-    assert settings.triton_url.startswith(("http://", "https://"))
+    assert settings.triton_url.startswith(("http://", "https://")) and "long-secret" not in settings.triton_url
 
 
 @pytest.mark.parametrize("address", ["h", "grpc://h:8001", "h:8001/x", "h:0", ":8001", "h:grpc"])

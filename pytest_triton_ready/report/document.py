@@ -16,7 +16,6 @@ from .model import SCHEMA_VERSION, Result
 from .verdict import checklist, verdict_counts
 
 DOCUMENT_KIND = "triton-readiness"
-REDACTED = "***"
 
 
 def build_document(run) -> dict[str, Any]:
@@ -41,7 +40,7 @@ def build_document(run) -> dict[str, Any]:
         document["scope"] = run.scope.to_dict(run.recorded())
     if run.facts:  # what checks left for later ones: capacity, the capacity plan, experiments, live layers
         document["facts"] = run.facts
-    return redact(json_ready(document), run.settings.secrets())
+    return run.settings.redactor().value(json_ready(document))
 
 
 def results_of(document: dict[str, Any]) -> list[Result]:
@@ -72,18 +71,3 @@ def json_ready(value: Any) -> Any:
     if hasattr(value, "value") and isinstance(getattr(value, "value"), str):  # enums
         return value.value
     return str(value)
-
-
-def redact(value: Any, secrets: list[str]) -> Any:
-    """`value` with every occurrence of a secret (e.g. an auth header's value) replaced by ***."""
-    secrets = [s for s in secrets if s]
-    if not secrets:
-        return value
-    if isinstance(value, dict):
-        return {k: redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, secrets) for v in value]
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-    return value

@@ -20,6 +20,19 @@ class Leak:
     source: str
 
 
+def labelled_secrets(headers: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
+    """Each secret under the label a finding may show: `value of header 'X'`, `credential part of
+    header 'X'`, or `URL credential` (what the value is, never the value)."""
+    labelled = {f"value of header {name!r}": value for name, value in headers.items() if value}
+    for value in secrets:
+        if value in labelled.values():
+            continue
+        owner = next((name for name, full in headers.items() if full and full.endswith(value)), None)
+        label = f"credential part of header {owner!r}" if owner else "URL credential"
+        labelled[label if label not in labelled else f"{label} #{len(labelled)}"] = value
+    return labelled
+
+
 def searchable(secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """Split secrets into those long enough to search for and the labels of the rest."""
     long_enough = {label: value for label, value in secrets.items() if len(value) >= MIN_SEARCHABLE_CHARS}

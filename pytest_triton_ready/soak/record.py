@@ -229,13 +229,13 @@ def journal_to_run(path: str | Path) -> Run:
 def journal_header(check_result: Result, plan: SoakPlan, context: dict[str, Any], settings: Settings,
                    started_at: str) -> dict[str, Any]:
     """What a journal's first line holds: enough to render a report with no other file."""
-    return {
+    return settings.redactor().value({
         "started_at": started_at,
         "check": {k: getattr(check_result, k) for k in ("check_id", "phase", "title", "nodeid")},
         "plan": plan.to_dict(),
         "context": context,
         "settings": settings.redacted(),
-    }
+    })
 
 
 __all__ = ["journal_to_run", "record_soak", "result_from_journal", "journal_header", "window_table",
