@@ -246,7 +246,7 @@ class LoadHealth:
     def _report(self, death: Death) -> None:
         self.check.finding(
             f"{death.model}: instance {death.instance} died during {death.check} ({death.when()}); "
-            f"{death.failed_requests} requests failed with \"Stub process '{death.instance}' is not healthy.\" "
+            f"{_requests(death.failed_requests)} failed with \"Stub process '{death.instance}' is not healthy.\" "
             "Triton does not restart it and its ready endpoints keep answering 200",
             model=death.model, rule="HEALTH", value=death.instance)
         detail = {"instance": death.instance, "source": death.source, "seconds_into_check": death.t_s,
@@ -347,6 +347,10 @@ class LoadHealth:
         self.check.recommend(f"{model}: a python stub exited under load; find why in the server log, and "
                              "watch for 'Stub process ... is not healthy' in production (Triton 2.51 neither restarts "
                              "the stub nor reports it on the ready endpoints).")
+
+
+def _requests(n: int) -> str:
+    return f"{n} request{'' if n == 1 else 's'}"
 
 
 def _wait(condition: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
