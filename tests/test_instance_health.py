@@ -50,4 +50,4 @@ def test_an_instance_that_dies_under_load_makes_the_run_not_ready(run_checklist)
     assert not any("died during PERF-2" in m for m in _messages(perf2))
     assert any(m["name"] == "dead model instances" and m["value"] == 0 for m in perf2["measurements"])
     print(f"PERF-1 finding: {dead}\nPERF-1 {perf1['duration_s']:.1f} s, PERF-2 {perf2['duration_s']:.1f} s, "
-          f"the whole run {took:.1f} s")
+          f"the whole run {took:.1f} s\n{evidence['mortal recovery']}")
