@@ -90,8 +90,7 @@ class LoadEngine:
         self.settings = settings
         self._pools: dict[tuple[str, int], RequestPool] = {}
         # A request unanswered this long counts as failed (timeout) at a window's end and at the stop.
-        self.request_timeout_s: float | None = (settings.threshold("load_request_timeout_s").value
-                                                if settings is not None else None)
+        self.request_timeout_s: float | None = _request_timeout(settings)
 
     @classmethod
     def for_target(cls, target: Any, gpu_reader: Any = None) -> LoadEngine:
@@ -214,6 +213,14 @@ class LoadEngine:
         else:
             result = self.run(self._background(plan, protocol, server_stats, None, stop_when=done))
         return measurement_from(model, result, rules, concurrency, rate, protocol, count)
+
+
+def _request_timeout(settings: Any) -> float | None:
+    """load_request_timeout_s from the settings; None (no accounting) without settings that know it."""
+    try:
+        return float(settings.threshold("load_request_timeout_s").value) if settings is not None else None
+    except (KeyError, AttributeError, TypeError):
+        return None
 
 
 def measurement_from(model: str, result: TrafficResult, rules: MeasureRules, concurrency: int | None,
