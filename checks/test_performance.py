@@ -7,6 +7,7 @@ that is not stable and valid is never the reason a check passes.
 
 import pytest
 
+from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred
 from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, shape_problems, \
     sweep_levels
@@ -56,24 +57,42 @@ def _budget_note(check, prof):
 
 
 @pytest.mark.triton_check("PERF-1")
-def test_benchmark_meets_slo_at_target_load(triton, load, check):
+def test_benchmark_meets_slo_at_target_load(triton, load, check, triton_facts):
     """At each model's target load the p99 latency is within budget, the throughput reaches the
-    target, and at least success_rate_min of the requests succeed."""
+    target, and at least success_rate_min of the requests succeed; no model instance dies under
+    the load (a dead instance fails the check whatever the success rate) and no window stalls."""
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to benchmark")
+    health = LoadHealth(triton, check, triton_facts, [p.model for p in profiles])
+    untrusted = None
+    try:
+        untrusted = _benchmark(load, check, health, profiles)
+    finally:
+        health.finish()
+    _untrusted(check, untrusted)
+
+
+def _benchmark(load, check, health, profiles):
     success_min = check.threshold("success_rate_min")
     untrusted = []
     for prof in profiles:
         model = prof.model
+        if health.skip(model):
+            continue
         _budget_note(check, prof)
         if prof.min_throughput:
             measurement = load.measure(model, rate=prof.min_throughput, poisson=True)
             check.measure("offered load (Poisson)", prof.min_throughput, "infer/s", model=model)
+            label = f"{prof.min_throughput:g} infer/s offered"
         else:
             concurrency = int(check.threshold("perf_target_concurrency").value)
             measurement = load.measure(model, concurrency=concurrency)
             check.measure("concurrency (closed loop)", concurrency, "requests", model=model)
+            label = f"concurrency {concurrency}"
+        if health.observe(measurement, model=model, label=label):
+            check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
+            continue  # its numbers describe a broken model: the dead instance is the finding
         stats = measurement.stats
         check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
         check.measure("measurement stable", str(measurement.stable), model=model)
@@ -102,10 +121,10 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check):
         if stats.client_cpu_us_per_request is not None:
             check.measure("client CPU per request", round(stats.client_cpu_us_per_request, 1), "us", model=model)
         _record_server_side(check, measurement, model)
-    if check.errors:
+    if check.errors and not health.deaths:
         check.recommend("Find the slowest stage in the server times above: queue time means too few instances "
                         "or too long max_queue_delay_microseconds; compute time means a slower model than the SLO allows.")
-    _untrusted(check, "measurement not trustworthy: " + "; ".join(untrusted) if untrusted else None)
+    return "measurement not trustworthy: " + "; ".join(untrusted) if untrusted else None
 
 
 @pytest.mark.triton_check("PERF-2")
@@ -123,13 +142,31 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     knee_fraction = check.threshold("curve_knee_fraction").value
     drop_tolerance = check.threshold("curve_drop_tolerance").value
     capacities = triton_facts.setdefault("perf.capacity", {})
+    health = LoadHealth(triton, check, triton_facts, [p.model for p in profiles])
+    incomplete = None
+    try:
+        incomplete = _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fraction,
+                            drop_tolerance)
+    finally:
+        health.finish()
+    _untrusted(check, "; ".join(incomplete) if incomplete else None)
+
+
+def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fraction, drop_tolerance):
     incomplete = []
     for prof in profiles:
         model = prof.model
+        if health.skip(model):
+            capacities.pop(model, None)
+            continue
         _budget_note(check, prof)
         points = []
+        died = False
         for concurrency in sweep_levels(prof.max_batch_size, prof.instances, cap):
             m = load.measure(model, concurrency=concurrency, server_stats=False)
+            if health.observe(m, model=model, label=f"concurrency {concurrency}"):
+                died = True  # the rest of the curve would measure a broken model
+                break
             s = m.stats
             points.append(CurvePoint(concurrency, s.throughput_infer_s, s.p50_ms, s.p99_ms, s.success_rate,
                                      m.trustworthy, m.problem()))
@@ -149,6 +186,9 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
         for p in points:
             check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
+        if died:
+            capacities.pop(model, None)  # no capacity is published for a model that lost an instance
+            continue
         if not enough_trusted(points):
             incomplete.append(f"{model}: only {len(trusted)} of {len(points)} curve points are stable and valid")
             continue
@@ -179,11 +219,11 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
             check.measure("max throughput within SLO vs min_throughput",
                           round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model,
                           threshold=prof.min_throughput, comparison=">=")
-    _untrusted(check, "; ".join(incomplete) if incomplete else None)
+    return incomplete
 
 
 @pytest.mark.triton_check("CFG-2")
-def test_dynamic_batching_under_stress(triton, load, check):
+def test_dynamic_batching_under_stress(triton, load, check, triton_facts):
     """At the saturation concurrency (2 x max_batch_size x instances) a dynamically batched model
     forms batches larger than 1 (near its preferred sizes when set); the queue share of latency is
     reported with the parameter to move when it is above batching_queue_share_max."""
@@ -199,15 +239,33 @@ def test_dynamic_batching_under_stress(triton, load, check):
             check.recommend(f"{prof.model}: add `dynamic_batching {{ }}` to config.pbtxt so concurrent requests share executions.")
     if not batched:
         check.not_applicable("no model in scope uses dynamic batching")
+    health = LoadHealth(triton, check, triton_facts)
+    untrusted = None
+    try:
+        untrusted = _stress(load, check, health, batched)
+        if settings.triton_tune_batching:
+            _tune_batching(triton, load, check, [p for p in batched if not health.skip(p.model)
+                                                 and not any(d.model == p.model for d in health.deaths.values())],
+                           int(check.threshold("curve_max_concurrency").value))
+    finally:
+        health.finish()
+    _untrusted(check, "; ".join(untrusted) if untrusted else None)
+
+
+def _stress(load, check, health, batched):
     cap = int(check.threshold("curve_max_concurrency").value)
     min_batch = check.threshold("batching_min_average_batch_size")
     queue_max = check.threshold("batching_queue_share_max").value
     untrusted = []
     for prof in batched:
         model = prof.model
+        if health.skip(model):
+            continue
         concurrency = min(prof.saturation_concurrency, cap) if cap > 0 else prof.saturation_concurrency
         measurement = load.measure(model, concurrency=concurrency)
         check.measure("saturation concurrency", concurrency, "requests", model=model)
+        if health.observe(measurement, model=model, label=f"concurrency {concurrency}"):
+            continue
         check.measure("throughput", round(measurement.stats.throughput_infer_s, 1), "infer/s", model=model)
         check.measure("p99 latency", measurement.stats.p99_ms, "ms", model=model)
         server = measurement.server_model
@@ -230,9 +288,7 @@ def test_dynamic_batching_under_stress(triton, load, check):
             check.finding(f"{model}: {advice[0]}", severity="warning" if batch > min_batch.value else "error", model=model)
             check.recommend(f"{model}: {advice[1]}")
         _record_server_side(check, measurement, model)
-    if settings.triton_tune_batching:
-        _tune_batching(triton, load, check, batched, cap)
-    _untrusted(check, "; ".join(untrusted) if untrusted else None)
+    return untrusted
 
 
 def _tune_batching(triton, load, check, profiles, cap):

@@ -11,6 +11,7 @@ checks after it. Durations and rate: the YAML section `faults:` (docs/faults.md)
 import pytest
 
 from pytest_triton_ready.faults.recording import record_outcome, seconds
+from pytest_triton_ready.load.errors import dead_instances
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -32,6 +33,10 @@ def _publish(facts: dict, key: str, outcome, check, recovery_s) -> None:
 
 def _check_reload(outcome, check, triton_settings, what: str, rate_per_s: float) -> None:
     model = outcome.model
+    for instance, failed in dead_instances(outcome.errors_by_reason).items():
+        # Nothing was killed here: an instance that died under the reload's traffic is a finding of its own.
+        check.finding(f"{model}: instance {instance} died during the {what} ({failed} requests failed with "
+                      f"\"Stub process '{instance}' is not healthy.\")", model=model, rule="HEALTH")
     check.measure(f"failed requests during the {what}", outcome.failed_requests, "requests", model=model,
                   threshold=check.threshold("reload_failed_requests_max"),
                   finding=f"{model}: {outcome.failed_requests} requests failed during the {what} under "

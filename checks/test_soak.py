@@ -7,6 +7,7 @@ runner that dies still leaves evidence (`triton-ready report JOURNAL` renders it
 
 import pytest
 
+from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.models import ready_models
 
 pytestmark = pytest.mark.usefixtures("triton")
@@ -39,10 +40,15 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
 
     run = request.config.stash[RUN_KEY]
     header = journal_header(check.result, plan, run.context or run.collect_context(), triton_settings, now_iso())
+    health = LoadHealth(triton, check, triton_facts, models)
     try:
-        outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
-    except JournalError as exc:
-        pytest.fail(f"triton-ready: {exc}", pytrace=False)
+        try:
+            outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
+        except JournalError as exc:
+            pytest.fail(f"triton-ready: {exc}", pytrace=False)
+        health.observe_windows(outcome.windows)
+    finally:
+        health.finish()
     record_soak(check, plan, outcome.windows, outcome.ran_s)
     leak_min = check.threshold("soak_leak_min_duration_s")
     if outcome.ran_s < leak_min.value:

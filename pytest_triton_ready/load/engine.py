@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .background import BackgroundTraffic
+from .errors import dead_instances
 from .requests import DEFAULT_POOL_SIZE, RequestPool, build_pool
 from .rules import MeasureRules, stability, validity
 from .senders import make_sender
@@ -88,6 +89,8 @@ class LoadEngine:
         self.probe_factory = probe_factory
         self.settings = settings
         self._pools: dict[tuple[str, int], RequestPool] = {}
+        # A request unanswered this long counts as failed (timeout) at a window's end and at the stop.
+        self.request_timeout_s: float | None = _request_timeout(settings)
 
     @classmethod
     def for_target(cls, target: Any, gpu_reader: Any = None) -> LoadEngine:
@@ -127,7 +130,8 @@ class LoadEngine:
         rates = _positive(_rates(models, rate), "rate")
         plan = TrafficPlan({m: self.pool(m, batch_size) for m in rates}, "open", rates=rates, poisson=poisson,
                            warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
-                           max_in_flight=max_in_flight, late_drop_s=late_drop_s, duration_s=duration_s, seed=seed)
+                           max_in_flight=max_in_flight, late_drop_s=late_drop_s, duration_s=duration_s, seed=seed,
+                           request_timeout_s=self.request_timeout_s)
         return self._background(plan, protocol, server_stats, on_window)
 
     def closed_loop(self, models: str | list[str] | Mapping[str, int], concurrency: int | None = None, *,
@@ -139,7 +143,7 @@ class LoadEngine:
         counts = {m: int(n) for m, n in _positive(_rates(models, concurrency), "concurrency").items()}
         plan = TrafficPlan({m: self.pool(m, batch_size) for m in counts}, "closed", concurrency=counts,
                            warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
-                           duration_s=duration_s)
+                           duration_s=duration_s, request_timeout_s=self.request_timeout_s)
         return self._background(plan, protocol, server_stats, on_window)
 
     def run(self, traffic: BackgroundTraffic) -> TrafficResult:
@@ -170,10 +174,14 @@ class LoadEngine:
 
     def measure(self, model: str, *, concurrency: int | None = None, rate: float | None = None,
                 rules: MeasureRules | None = None, protocol: str = "grpc", batch_size: int = 1,
-                poisson: bool = False, server_stats: bool = True, workers: int | str = "auto") -> Measurement:
+                poisson: bool = False, server_stats: bool = True, workers: int | str = "auto",
+                stop_on_dead_instance: bool = True) -> Measurement:
         """Measure one load point (closed loop at `concurrency`, or open loop at `rate`): warm-up,
         then windows until the last ones are stable and valid or `max_windows` is reached.
-        `workers`: processes sharing the load ("auto": from the cores and the load, see workers.py)."""
+        `workers`: processes sharing the load ("auto": from the cores and the load, see workers.py).
+        `stop_on_dead_instance`: end at the first window in which a request failed because a model
+        instance died ("Stub process ... is not healthy"): numbers measured on a broken model mean
+        nothing, and the check fails on the dead instance whatever they are."""
         if (concurrency is None) == (rate is None):
             raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
         rules = rules or self.rules()
@@ -182,16 +190,20 @@ class LoadEngine:
         def done(windows: list[Window]) -> bool:
             if len(windows) >= rules.max_windows:
                 return True
+            if stop_on_dead_instance and windows and dead_instances(windows[-1].stats.errors):
+                return True
             reported = windows[-rules.stability_windows:]
             return (stability(windows, rules)[0]
                     and validity(*_span(reported), rules)[0])
 
         if concurrency is not None:
             plan = TrafficPlan({model: pool}, "closed", concurrency={model: concurrency}, warmup_s=rules.warmup_s,
-                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows)
+                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows,
+                               request_timeout_s=self.request_timeout_s)
         else:
             plan = TrafficPlan({model: pool}, "open", rates={model: rate}, poisson=poisson, warmup_s=rules.warmup_s,
-                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows)
+                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows,
+                               request_timeout_s=self.request_timeout_s)
         count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
         if count > 1:
             probe = self.probe_factory([model]) if server_stats and self.probe_factory else None
@@ -201,6 +213,14 @@ class LoadEngine:
         else:
             result = self.run(self._background(plan, protocol, server_stats, None, stop_when=done))
         return measurement_from(model, result, rules, concurrency, rate, protocol, count)
+
+
+def _request_timeout(settings: Any) -> float | None:
+    """load_request_timeout_s from the settings; None (no accounting) without settings that know it."""
+    try:
+        return float(settings.threshold("load_request_timeout_s").value) if settings is not None else None
+    except (KeyError, AttributeError, TypeError):
+        return None
 
 
 def measurement_from(model: str, result: TrafficResult, rules: MeasureRules, concurrency: int | None,

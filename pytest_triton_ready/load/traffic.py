@@ -46,6 +46,22 @@ class Window:
 
 
 @dataclass
+class Sighting:
+    """The first time an error reason was seen for a model, warm-up included: seconds since the
+    traffic started, wall-clock time, and how many requests (of every model) had completed before
+    it; `count` is every occurrence."""
+
+    t_s: float
+    wall: float
+    completed_before: int
+    count: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"t_s": round(self.t_s, 3), "wall": round(self.wall, 3), "completed_before": self.completed_before,
+                "count": self.count}
+
+
+@dataclass
 class TrafficPlan:
     """What to send. `concurrency` (closed loop) or `rates` (open loop), per model."""
 
@@ -64,6 +80,9 @@ class TrafficPlan:
     keep_windows: int = 10_000
     keep_tallies: int = 3  # the last windows' tallies kept for merging: at least the windows a measurement reports
     seed: int | None = None
+    # A request still unanswered this long after it was sent counts as failed ("timeout: ...") at the
+    # next window's end or tick, and when the traffic stops; its answer, if one comes, is ignored.
+    request_timeout_s: float | None = None
 
 
 class Recorder:
@@ -83,12 +102,15 @@ class Recorder:
         self.recent_tallies: deque[dict[str, Tally]] = deque(maxlen=keep_tallies)
         self._cpu_mark = time.process_time()
         self._overall_cpu_from = None
+        self.completed = 0  # every answer or error, warm-up included
+        self.sightings: dict[str, dict[str, Sighting]] = {m: {} for m in models}
 
     def _new_window(self) -> dict[str, Tally]:
         begin = self.measure_from + self.window_index * (self.window_s or 0)
         return {m: Tally(started=begin) for m in self.models}
 
     def ok(self, model: str, now: float, latency_s: float) -> None:
+        self.completed += 1
         if self.timeline is not None:
             self.timeline.ok(now, latency_s)
         if now >= self.measure_from:
@@ -96,6 +118,12 @@ class Recorder:
             self.window[model].ok(latency_s)
 
     def error(self, model: str, now: float, reason: str) -> None:
+        seen = self.sightings.setdefault(model, {})
+        if reason in seen:
+            seen[reason].count += 1
+        else:
+            seen[reason] = Sighting(now - self.start, time.time() - (time.monotonic() - now), self.completed)
+        self.completed += 1
         if self.timeline is not None:
             self.timeline.error(now)
         if now >= self.measure_from:
@@ -168,9 +196,14 @@ class TrafficResult:
     started_at: float
     ended_at: float
     in_flight_at_stop: int = 0  # sent but unanswered when the traffic stopped (cancelled, not counted)
+    sightings: dict[str, dict[str, Sighting]] = field(default_factory=dict)  # model -> reason -> first seen
+    timed_out: int = 0  # requests counted as failed because they were outstanding past the request timeout
+    completed: int = 0  # answers and errors, warm-up included
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "stats": self.stats.to_dict(), "in_flight_at_stop": self.in_flight_at_stop,
+                "timed_out": self.timed_out,
+                "sightings": {m: {r: x.to_dict() for r, x in by.items()} for m, by in self.sightings.items()},
                 "by_model": {m: s.to_dict() for m, s in self.by_model.items()},
                 "windows": [w.to_dict() for w in self.windows],
                 "timeline": self.timeline.to_dict() if self.timeline else None}
@@ -199,6 +232,9 @@ class Traffic:
         self.started = 0.0
         self._stop_requested = False
         self._sent = 0
+        self._outstanding: dict[int, tuple[str, float]] = {}  # request number -> (model, sent at), in send order
+        self._given_up: set[int] = set()  # counted as timeouts; their late answers are ignored
+        self.timed_out = 0
         self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
 
     # -- control -----------------------------------------------------------------------------
@@ -254,7 +290,8 @@ class Traffic:
         finally:
             self._stop.set()
             ended = time.monotonic()
-            in_flight_at_stop = self._in_flight
+            self._expire(ended)
+            in_flight_at_stop = self._in_flight - len(self._given_up)
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, ticker, return_exceptions=True)  # the ticker ends by itself
@@ -269,7 +306,23 @@ class Traffic:
         duration = max(0.0, ended - self.recorder.measure_from)
         stats, by_model = summarize(self.recorder.overall, duration)
         return TrafficResult(stats, by_model, list(self.windows), self.timeline,
-                             list(self.recorder.recent_tallies), plan.mode, self.started, ended, in_flight_at_stop)
+                             list(self.recorder.recent_tallies), plan.mode, self.started, ended, in_flight_at_stop,
+                             self.recorder.sightings, self.timed_out, self.recorder.completed)
+
+    def _expire(self, now: float) -> None:
+        """Count requests outstanding past the request timeout as failed (once each)."""
+        limit = self.plan.request_timeout_s
+        if not limit or self.recorder is None:
+            return
+        reason = f"timeout: no answer within {limit:g} s"
+        for number, (model, sent_at) in self._outstanding.items():
+            if now - sent_at < limit:
+                break  # in send order: the rest are younger
+            if number in self._given_up:
+                continue
+            self._given_up.add(number)
+            self.timed_out += 1
+            self.recorder.error(model, now, reason)
 
     def _snapshot_at_warmup_end(self) -> None:
         async def take() -> None:
@@ -292,6 +345,7 @@ class Traffic:
             except asyncio.TimeoutError:
                 pass
             now = time.monotonic()
+            self._expire(now)
             if self.timeline is not None:
                 self.timeline.tick(now)
             for index, begin, end, tallies in self.recorder.roll(now):
@@ -319,14 +373,20 @@ class Traffic:
     async def _one(self, pool: RequestPool, i: int, since: float) -> None:
         self._in_flight += 1
         self._sent += 1
+        number = self._sent
+        self._outstanding[number] = (pool.model, time.monotonic())
         try:
-            error = await self.sender.send(pool, pool.take(i), self.counter_base + self._sent)
+            error = await self.sender.send(pool, pool.take(i), self.counter_base + number)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a transport bug is an error of this request, not of the run
             error = f"client error: {type(exc).__name__}: {exc}"[:160]
         finally:
             self._in_flight -= 1
+            self._outstanding.pop(number, None)
+        if number in self._given_up:  # already counted as a timeout
+            self._given_up.discard(number)
+            return
         now = time.monotonic()
         if error is None:
             self.recorder.ok(pool.model, now, now - since)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from .senders import make_sender
 from .server_side import window_delta
 from .stats import Tally
-from .traffic import Traffic, TrafficPlan, TrafficResult, Window, summarize
+from .traffic import Sighting, Traffic, TrafficPlan, TrafficResult, Window, summarize
 
 IN_FLIGHT_PER_WORKER = 32
 RATE_PER_WORKER = 4000.0
@@ -94,7 +94,9 @@ def _worker_main(index: int, plan: TrafficPlan, transport: dict, start_at: float
         if delay > 0:
             await asyncio.sleep(delay)
         result = await traffic.run()
-        out.put(("done", index, {m: t.to_wire() for m, t in _overall(traffic).items()}, result.in_flight_at_stop))
+        out.put(("done", index, {m: t.to_wire() for m, t in _overall(traffic).items()}, result.in_flight_at_stop,
+                 {m: {r: x.__dict__ for r, x in by.items()} for m, by in result.sightings.items()},
+                 result.timed_out, result.completed))
 
     try:
         asyncio.run(run())
@@ -155,7 +157,7 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
                 errors.append(message[2])
                 stop.set()
             elif kind == "done":
-                finals[message[1]] = (message[2], message[3])
+                finals[message[1]] = (message[2], message[3], *message[4:])
             elif kind == "window":
                 _, worker, index, begin, end, wire = message
                 pending.setdefault(index, {})[worker] = (begin, end, wire)
@@ -187,7 +189,27 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
     duration = max(0.0, ended - started_mono - plan.warmup_s)
     stats, by_model = summarize(overall, duration)
     return TrafficResult(stats, by_model, windows, None, recent, plan.mode, started_mono, ended,
-                         sum(f[1] for f in finals.values()))
+                         sum(f[1] for f in finals.values()), _merge_sightings([f[2] for f in finals.values()]),
+                         sum(f[3] for f in finals.values()), sum(f[4] for f in finals.values()))
+
+
+def _merge_sightings(parts: list[dict[str, dict[str, dict]]]) -> dict[str, dict[str, Sighting]]:
+    """Each reason's earliest sighting over the workers (they start at the same instant); counts
+    summed. `completed_before` is the earliest worker's own count times the workers (an estimate)."""
+    merged: dict[str, dict[str, Sighting]] = {}
+    for part in parts:
+        for model, reasons in part.items():
+            into = merged.setdefault(model, {})
+            for reason, data in reasons.items():
+                sighting = Sighting(**data)
+                sighting.completed_before *= max(1, len(parts))
+                old = into.get(reason)
+                if old is None:
+                    into[reason] = sighting
+                else:
+                    first = sighting if sighting.t_s < old.t_s else old
+                    into[reason] = Sighting(first.t_s, first.wall, first.completed_before, old.count + sighting.count)
+    return merged
 
 
 def _merge_parts(parts: list[dict[str, dict]]) -> dict[str, Tally]:
