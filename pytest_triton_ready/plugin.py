@@ -50,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "triton_check(id, phase=None, blocking=True, thresholds=None): a readiness check with its "
+        "triton_check(id, phase=None, blocking=True, thresholds=None, run_last=False): a readiness check with its "
         "checklist id (CFG-1, PERF-2, ...); phase defaults from the id's prefix; thresholds={name: value} "
         "overrides named thresholds for this check only (highest precedence).",
     )
@@ -232,9 +232,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if item not in waived]
     order = {phase: i for i, phase in enumerate(RUN_ORDER)}
 
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, bool]:
         identity = _check_identity(item)
-        return -1 if identity is None else order.get(identity[1], len(order))
+        if identity is None:
+            return -1, False
+        # run_last=True: after the rest of its phase (PERF-5 compares what PERF-1..4 measured)
+        return order.get(identity[1], len(order)), bool(item.get_closest_marker("triton_check").kwargs.get("run_last"))
 
     items.sort(key=rank)
 

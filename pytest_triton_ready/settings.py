@@ -113,6 +113,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
     Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
+    Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
 )
 
 SLO_SCHEMA = {"p99_ms": float, "min_throughput": float}
@@ -138,7 +139,7 @@ YAML_SCHEMA: dict[str, Any] = {
     "inputs": {"dynamic_dim": int, "shapes": MapOf(MapOf([int]))},
     "slo": MapOf(SLO_SCHEMA),
     "thresholds": MapOf(float),
-    "report": {"dir": str},
+    "report": {"dir": str, "baseline": str},
     "lint": {
         "disable": [str],
         "nondeterministic_models": [str],
@@ -195,6 +196,7 @@ class Settings:
     triton_soak: float = 60.0
     triton_tune_batching: bool = False
     readiness_report: Path = Path("triton-ready-report")
+    triton_baseline: Path | None = None
     headers: dict[str, str] = field(default_factory=dict)
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     slos: dict[str, SLO] = field(default_factory=dict)
