@@ -310,6 +310,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A progress line for a check that runs longer than a few seconds (report/progress.py)."""
+    from .report import progress
+
+    recorder = item.stash.get(RECORDER_KEY, None)
+    write = progress.terminal_writer(item.config) if recorder is not None else None
+    if write is None or recorder.result.check_id in progress.SELF_REPORTING:
+        return (yield)
+    label = f"{recorder.result.check_id} {getattr(item, 'originalname', item.name)}"
+    with progress.running(label, write):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     outcome = yield
     recorder = pyfuncitem.stash.get(RECORDER_KEY, None)
@@ -395,14 +409,33 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr)
 
 
+SERVER_LOG_KEY = pytest.StashKey[set]()
+SERVER_LOG_LINES = 20
+_SEVERE = re.compile(r"^(?:[EWF]\d{4} |\S+ [EWF] )|error|traceback", re.IGNORECASE)
+
+
+def severe_log_lines(text: str, shown: set[str]) -> list[str]:
+    """The server's warning and error lines (glog E/W/F prefixes, ISO8601 ` E `/` W `, anything
+    saying error or traceback) not shown before; at most the last SERVER_LOG_LINES."""
+    lines = [line for line in text.splitlines() if _SEVERE.search(line) and line not in shown]
+    return lines[-SERVER_LOG_LINES:]
+
+
 def _attach_server_log(item: pytest.Item, report: pytest.TestReport, result: Result) -> None:
+    """For a failure the server is involved in (a check using the server whose log has new warnings
+    or errors): those lines, once each over the run; nothing for a failure the log cannot explain."""
     target = item.config.stash[RUN_KEY].target
-    if target is None or not target.owns_process:
+    if target is None or not target.owns_process or "triton" not in getattr(item, "fixturenames", ()):
         return
-    excerpt = target.server_log(40)
-    if excerpt:
-        report.sections.append(("tritonserver log (last 40 lines)", excerpt))
-        result.evidence.append(Evidence("server log (last 40 lines)", excerpt))
+    shown = item.config.stash.setdefault(SERVER_LOG_KEY, set())
+    lines = severe_log_lines(target.server_log(2000) or "", shown)
+    if not lines:
+        return
+    shown.update(lines)
+    excerpt = "\n".join(lines)
+    title = f"tritonserver warnings and errors ({len(lines)} new lines)"
+    report.sections.append((title, excerpt))
+    result.evidence.append(Evidence(title, excerpt))
 
 
 @pytest.hookimpl(tryfirst=True)
