@@ -86,7 +86,8 @@ def _number(value: Any) -> float | None:
 
 
 def headline(result: Result) -> str:
-    """A passing check's key number: the thresholded measurement closest to its limit, e.g.
+    """A passing check's key number: the thresholded measurement closest to its limit (one with a
+    unit before a ratio), e.g.
     'scale: p99 latency 4.9 ms <= 100 ms'; else the first measurement that is a number."""
     from .text import format_value
 
@@ -98,8 +99,8 @@ def headline(result: Result) -> str:
             return abs(value)
         return abs(limit - value) / abs(limit)
 
-    if held:
-        m = min(held, key=margin)
+    if held:  # a measured quantity (ms, infer/s) reads better than a ratio such as a success rate
+        m = min(held, key=lambda m: (m.unit == "ratio", margin(m)))
         where = f"{m.model}: " if m.model else ""
         return f"{where}{m.name} {format_value(m.value, m.unit)} {m.comparison} {format_value(m.threshold, m.unit)}"
     for m in result.measurements:
