@@ -202,7 +202,8 @@ PERF_FILES = ("test_performance.py", "test_regression.py")
 PERF_SELECT = ("-k", "benchmark_meets or throughput_latency or regression")
 
 
-def test_perf5_fails_against_a_doctored_baseline_and_passes_against_its_own_previous_run(run_checklist, tmp_path):
+def test_perf5_fails_against_a_doctored_baseline_and_passes_against_its_own_previous_run(run_checklist, tmp_path,
+                                                                                        browser):
     first = run_checklist(*PERF_FILES, args=(*PERF_SELECT, f"--triton-config={QUICK}"))
     report = first.report
     assert first.result("test_no_regression_against_baseline")["verdict"] == "incomplete"  # no baseline yet
@@ -233,3 +234,21 @@ def test_perf5_fails_against_a_doctored_baseline_and_passes_against_its_own_prev
     models = {m["model"] for m in (first.report["results"][1]["measurements"]) if m.get("model")}
     assert any(any(model in m for model in models) for m in regressions)
     assert "-2" in regressions[0] or "-1" in regressions[0]  # the change, e.g. -23.1%
+    first_screen(browser, worse.report_dir / "readiness.html", "first-screen-verdict-and-key-numbers.png")
+
+
+def first_screen(browser, html: Path, name: str) -> None:
+    """The verdict and the key numbers (with deltas) fit the first 1280 x 900 screen; keep a screenshot."""
+    if browser is None:
+        pytest.skip("the browser check needs chromium and chromium-driver")
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(1280, 900)
+    browser.get(html.resolve().as_uri())
+    table = browser.find_element(By.ID, "key-table")
+    assert browser.find_element(By.CSS_SELECTOR, "#verdict .verdict-word").text
+    viewport = browser.execute_script("return window.innerHeight")
+    assert table.location["y"] + 60 < viewport, "the key numbers are not on the first screen"
+    assert table.find_elements(By.CSS_SELECTOR, "span.delta.worse"), "the capacity drop is not marked"
+    assert browser.get_log("browser") == []
+    assert browser.save_screenshot(str(artifact_dir() / name))

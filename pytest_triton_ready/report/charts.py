@@ -19,8 +19,8 @@ that they do not collide. The SVG carries no script and no external reference: t
 
 from __future__ import annotations
 
+import hashlib
 import io
-import itertools
 import math
 import re
 from html import escape
@@ -39,7 +39,6 @@ LOG_RANGE = 50.0  # max/min of the positive values beyond which the value axis i
 GAP_FACTOR = 3.0
 REFERENCE = re.compile(r"^(budget|slo|limit|threshold|target)\b", re.IGNORECASE)
 LATENCY = re.compile(r"(\bp\d|latency|\(ms\)|ttft|itl)", re.IGNORECASE)
-_ids = itertools.count(1)
 
 
 def render_chart(chart: Chart) -> str:
@@ -49,7 +48,12 @@ def render_chart(chart: Chart) -> str:
         return _message_svg(chart, f"no renderer for chart kind {chart.kind!r}")
     if not any(_finite(y) for s in chart.series for _, y in s.points) and not chart.markers:
         return _message_svg(chart, "no data recorded")
-    return renderer(chart)
+    import matplotlib
+
+    # text is text ($ is no math), fonts by name, no timestamps: the same data gives the same SVG
+    with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none", "font.family": "sans-serif",
+                                "axes.unicode_minus": False}):
+        return renderer(chart)
 
 
 # -- scales ---------------------------------------------------------------------------------------
@@ -388,10 +392,9 @@ def _svg(figure, chart: Chart, notes: list[str]) -> str:
     figure.suptitle(chart.title, fontsize=11, fontweight="bold", x=0.01, ha="left")
     if notes:
         figure.text(0.99, 0.985, "; ".join(notes), ha="right", va="top", fontsize=8, color="#59636e")
-    prefix = f"c{next(_ids)}-"
+    prefix = "c" + hashlib.sha1(repr(chart).encode()).hexdigest()[:10] + "-"  # the same chart, the same ids
     out = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": prefix, "font.family": "sans-serif",
-                                "svg.image_inline": True}):
+    with matplotlib.rc_context({"svg.hashsalt": prefix}):
         figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
     text = out.getvalue()
     text = text[text.index("<svg"):]
