@@ -224,8 +224,9 @@ def test_perf5_fails_against_a_baseline_doctored_to_30_percent_more_capacity(run
     perf5 = worse.result("test_no_regression_against_baseline")
     assert perf5["verdict"] == "fail", perf5
     regressions = [f["message"] for f in perf5["findings"] if f["severity"] == "error"]
-    assert regressions and all("capacity within SLO" in m and "infer/s in the baseline" in m for m in regressions)
-    assert all(m.split(":")[1].strip() in ("accumulate", "cached_sum", "scale") for m in regressions), regressions
+    capacity = [m for m in regressions if "capacity within SLO" in m and "infer/s in the baseline" in m]
+    assert capacity, regressions  # other key numbers may move too on a busy machine
+    assert all(m.split(":")[1].strip() in ("accumulate", "cached_sum", "scale") for m in capacity), capacity
     assert worse.report["baseline"]["path"] == str(doctored_path)
     first_screen(browser, worse.report_dir / "readiness.html", "first-screen-verdict-and-key-numbers.png")
 
