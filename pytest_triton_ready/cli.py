@@ -4,6 +4,7 @@
     triton-ready --triton-launch=embedded
     triton-ready report PATH          render Markdown and HTML again from a readiness.json,
                                       or a partial report from a soak journal
+    triton-ready history DIR          an index with trends over a directory of run reports
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
 
         read_soak_journals()
         return report_main(args[1:])
+    if args[:1] == ["history"]:
+        from .report.history import main as history_main
+
+        return history_main(args[1:])
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__.strip())
         print("\nEvery option of the checklist (group 'triton-ready') and of pytest follows.\n")

@@ -58,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "triton_check(id, phase=None, blocking=True, thresholds=None): a readiness check with its "
+        "triton_check(id, phase=None, blocking=True, thresholds=None, run_last=False): a readiness check with its "
         "checklist id (CFG-1, PERF-2, ...); phase defaults from the id's prefix; thresholds={name: value} "
         "overrides named thresholds for this check only (highest precedence).",
     )
@@ -272,9 +272,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if item not in waived]
     order = {phase: i for i, phase in enumerate(RUN_ORDER)}
 
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, bool]:
         identity = _check_identity(item)
-        return -1 if identity is None else order.get(identity[1], len(order))
+        if identity is None:
+            return -1, False
+        # run_last=True: after the rest of its phase (PERF-5 compares what PERF-1..4 measured)
+        return order.get(identity[1], len(order)), bool(item.get_closest_marker("triton_check").kwargs.get("run_last"))
 
     items.sort(key=rank)
 
@@ -344,6 +347,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         marker = item.get_closest_marker("triton_check")
         item.stash[RECORDER_KEY] = CheckRecorder(result, item.config.stash[RUN_KEY].settings,
                                                  marker.kwargs.get("thresholds"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A progress line for a check that runs longer than a few seconds (report/progress.py)."""
+    from .report import progress
+
+    recorder = item.stash.get(RECORDER_KEY, None)
+    write = progress.terminal_writer(item.config) if recorder is not None else None
+    if write is None or recorder.result.check_id in progress.SELF_REPORTING:
+        return (yield)
+    label = f"{recorder.result.check_id} {getattr(item, 'originalname', item.name)}"
+    with progress.running(label, write):
+        return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -432,14 +449,33 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr)
 
 
+SERVER_LOG_KEY = pytest.StashKey[set]()
+SERVER_LOG_LINES = 20
+_SEVERE = re.compile(r"^(?:[EWF]\d{4} |\S+ [EWF] )|error|traceback", re.IGNORECASE)
+
+
+def severe_log_lines(text: str, shown: set[str]) -> list[str]:
+    """The server's warning and error lines (glog E/W/F prefixes, ISO8601 ` E `/` W `, anything
+    saying error or traceback) not shown before; at most the last SERVER_LOG_LINES."""
+    lines = [line for line in text.splitlines() if _SEVERE.search(line) and line not in shown]
+    return lines[-SERVER_LOG_LINES:]
+
+
 def _attach_server_log(item: pytest.Item, report: pytest.TestReport, result: Result) -> None:
+    """For a failure the server is involved in (a check using the server whose log has new warnings
+    or errors): those lines, once each over the run; nothing for a failure the log cannot explain."""
     target = item.config.stash[RUN_KEY].target
-    if target is None or not target.owns_process:
+    if target is None or not target.owns_process or "triton" not in getattr(item, "fixturenames", ()):
         return
-    excerpt = target.server_log(40)
-    if excerpt:
-        report.sections.append(("tritonserver log (last 40 lines)", excerpt))
-        result.evidence.append(Evidence("server log (last 40 lines)", excerpt))
+    shown = item.config.stash.setdefault(SERVER_LOG_KEY, set())
+    lines = severe_log_lines(target.server_log(2000) or "", shown)
+    if not lines:
+        return
+    shown.update(lines)
+    excerpt = "\n".join(lines)
+    title = f"tritonserver warnings and errors ({len(lines)} new lines)"
+    report.sections.append((title, excerpt))
+    result.evidence.append(Evidence(title, excerpt))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -471,12 +507,23 @@ def _restore_sigterm(run: Run) -> None:
         run.previous_sigterm = None
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    run = collector.config.stash.get(RUN_KEY, None)
+    if report.failed and run is not None:
+        run.collection_errors.append(report.nodeid or "the checklist")
+    return report
+
+
 def _record_unreached(run: Run, exitstatus: int) -> None:
     """Checks in scope that were selected but never reached get an INCOMPLETE result saying why."""
     if run.scope is None:
         return
     if run.target_error:
         why = f"not run: {run.target_error}"
+    elif run.collection_errors:
+        why = f"not run: checklist files failed to import: {', '.join(run.collection_errors)}"
     elif exitstatus == pytest.ExitCode.INTERRUPTED:
         why = "not run: the run was interrupted (Ctrl-C or SIGTERM)"
     else:

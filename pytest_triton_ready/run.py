@@ -30,6 +30,7 @@ class Run:
     unreachable: bool = False  # the first contact with the server failed; the session stopped there
     waivers: list = field(default_factory=list)  # gate.Waiver from the YAML's gate.waivers
     previous_sigterm: Any = None
+    collection_errors: list[str] = field(default_factory=list)
 
     def recorded(self) -> set[str]:
         return {r.nodeid for r in self.results}

@@ -186,6 +186,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
     Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
+    Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
 )
 OPTION_BY_KEY = {option.key: option for option in OPTIONS}
 OPTION_BY_YAML = {option.yaml_path: option for option in OPTIONS}
@@ -251,6 +252,7 @@ class ReportSection(Section):
     """`report:`."""
 
     dir: str | None = _option_field("readiness_report")
+    baseline: str | None = _option_field("triton_baseline")
 
 
 class _FileBase(Section):
@@ -325,6 +327,7 @@ class Settings:
     triton_soak: float = 60.0
     triton_tune_batching: bool = False
     readiness_report: Path = Path("triton-ready-report")
+    triton_baseline: Path | None = None
     headers: dict[str, str] = field(default_factory=dict)
     url_secrets: list[str] = field(default_factory=list)  # credentials that were in a URL
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)

@@ -135,6 +135,17 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "server_restart_max_s": ThresholdSpec(60.0, "s", "longest time from a server crash (SIGKILL) and restart until the first correct inference", POSITIVE),
     "shutdown_lost_requests_max": ThresholdSpec(0, "requests", "requests the server may take and then drop without an answer during a graceful shutdown (SIGTERM)", COUNT_OR_ZERO),
     "shutdown_ready_drop_max_s": ThresholdSpec(1.0, "s", "longest time from SIGTERM until readiness stops answering 200", POSITIVE),
+    # PERF-5, regression against a baseline run (docs/report.md)
+    "regression_capacity_drop_max": ThresholdSpec(0.10, "ratio", "PERF-5: largest fall of PERF-2's capacity within SLO against the baseline", RATIO),
+    "regression_p50_rise_max": ThresholdSpec(0.20, "ratio", "PERF-5: largest rise of p50 latency at the target load against the baseline", NON_NEGATIVE),
+    "regression_p99_rise_max": ThresholdSpec(0.20, "ratio", "PERF-5: largest rise of p99 latency at the target load against the baseline", NON_NEGATIVE),
+    "regression_error_rate_rise_max": ThresholdSpec(0.001, "ratio", "PERF-5: largest rise of the error rate at the target load (absolute, 0.001 = 0.1 points)", RATIO),
+    "regression_drift_rise_max": ThresholdSpec(0.25, "ratio", "PERF-5: largest rise of the soak's p99 drift ratio against the baseline", NON_NEGATIVE),
+    "regression_memory_slope_rise_max_mb_h": ThresholdSpec(10.0, "MB/h", "PERF-5: largest rise of a soak memory slope against the baseline (absolute)", NON_NEGATIVE),
+    "regression_recovery_rise_max": ThresholdSpec(0.50, "ratio", "PERF-5: largest rise of the worst fault-recovery time against the baseline", NON_NEGATIVE),
+    "regression_recovery_floor_s": ThresholdSpec(1.0, "s", "PERF-5: a recovery-time rise smaller than this is timing noise, whatever the ratio", NON_NEGATIVE),
+    "regression_noise_sigmas": ThresholdSpec(2.0, "sigmas", "PERF-5: a difference within this many combined standard errors of the two runs' windows is noise, not a change", NON_NEGATIVE),
+    "regression_noise_default": ThresholdSpec(0.05, "ratio", "PERF-5: relative standard error assumed for a run that recorded no window spread", RATIO),
     # performance phase (PERF-1, PERF-2) and CFG-2
     "capacity_default_p99_ms": ThresholdSpec(100.0, "ms", "p99 budget that defines 'within SLO' for a model with no p99 SLO", POSITIVE),
     "perf_target_concurrency": ThresholdSpec(8, "requests", "PERF-1 closed-loop concurrency for a model with no min_throughput SLO", COUNT),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,8 @@ def open_report(browser, html: Path, screenshot_name: str | None = None) -> Page
     ]
     charts_drawn = [
         {"kind": svg.get_attribute("class"), "width": svg.size["width"], "height": svg.size["height"],
-         "marks": len(svg.find_elements(By.CSS_SELECTOR, "polyline, circle, rect.bar, line.marker"))}
+         "marks": len(svg.find_elements(By.CSS_SELECTOR, "g[id*='series-'], g[id*='bar-'], g[id*='-marker'], "
+                                                         "g[id*='-span'], g[id*='-reference']"))}
         for svg in browser.find_elements(By.CSS_SELECTOR, "svg.chart")
     ]
     page = Page(verdict.text, rows, browser.find_element(By.TAG_NAME, "body").text, browser.get_log("browser"),
@@ -456,16 +458,31 @@ def test_chart_helpers_draw_any_chart_data():
     assert charts.format_seconds(90) == "90 s" and charts.format_seconds(3 * 3600 + 600) == "3 h 10 min"
     assert [charts.format_seconds(t) for t in charts.time_ticks(0, 24 * 3600)] == ["0 s", "6 h", "12 h", "18 h", "24 h"]
     day = Chart("soak", "time", "infer/s", [Series("throughput", [(60.0 * i, 100.0) for i in range(1440)])], kind="timeline")
-    assert charts.render_chart(day).count("<circle") == 0  # a day of windows: the line alone
+    series_group = re.search(r'id="c[0-9a-f]+-series-0">(.*?)</g>', charts.render_chart(day), re.S).group(1)
+    assert "<use" not in series_group  # a day of windows: the line alone, no point marks
     gap = Chart("gap", "t", "v", [Series("a", [(0, 1.0), (1, 2.0), (2, None), (3, 2.0), (4, 3.0)])])
-    assert charts.render_chart(gap).count("<polyline") == 2  # a missing value breaks the line
+    path = re.search(r'id="c[0-9a-f]+-series-0">\s*<path d="([^"]+)"', charts.render_chart(gap)).group(1)
+    assert path.count("M") == 2  # a missing value breaks the line
+    outage = Chart("outage", "t", "p99 (ms)", [Series("p99", [(t / 10, 5.0) for t in range(0, 100) if not 30 <= t < 60])],
+                   kind="timeline", markers=[{"x": 3.0, "until": 6.0, "label": "server down"}])
+    path = re.search(r'id="c[0-9a-f]+-series-0">\s*<path d="([^"]+)"', charts.render_chart(outage)).group(1)
+    assert path.count("M") == 2  # no line drawn across the outage
+    budget = Chart("curve", "concurrency", "latency (ms)", [Series("p99", [(1, 4.0), (8, 9.0)]),
+                                                            Series("budget 100 ms", [(1, 100.0), (8, 100.0)])])
+    assert "budget 100 ms: above the chart" in charts.render_chart(budget)  # the axis fits the data
+    two_units = Chart("reload", "s", "requests per 100 ms; p99 latency in ms",
+                      [Series("successes per bin", [(0, 4.0), (1, 4.0)]), Series("p99 latency (ms)", [(0, 3.0), (1, 9.0)])],
+                      kind="timeline")
+    svg = charts.render_chart(two_units)
+    assert "p99 latency in ms" in svg and "requests per 100 ms" in svg and "(right axis)" in svg
     events_only = Chart("events", "time", "", [], kind="timeline", markers=[{"x": 5, "label": "kill"},
                                                                            {"x": 5, "until": 9, "label": "outage"}])
     svg = charts.render_chart(events_only)
-    assert svg.count('class="marker"') == 2 and 'class="span"' in svg
+    assert len(re.findall(r'id="c[0-9a-f]+-marker"', svg)) == 1 and len(re.findall(r'id="c[0-9a-f]+-span"', svg)) == 1
+    assert "<script" not in svg and "href=\"http" not in svg
     bars = Chart("per model", "model", "infer/s", [Series("v1", [("a", 3.0), ("b", 4.0)]),
                                                    Series("v2", [("a", 5.0)])], kind="bar")
-    assert charts.render_chart(bars).count('class="bar"') == 3
+    assert len(re.findall(r'id="c[0-9a-f]+-bar-', charts.render_chart(bars))) == 3
     assert "no data recorded" in charts.render_chart(Chart("empty", "x", "y", [Series("s", [])]))
 
 

@@ -119,8 +119,10 @@ def test_detail_says_what_decided_a_check():
     measured = result("PERF-1", Verdict.PASS, findings=[Finding("slow-ish", "warning")], measurements=[
         Measurement("p99", 1.0, "ms", threshold=2, comparison="<=", passed=True),
         Measurement("success", 0.5, threshold=1, comparison=">=", passed=False), Measurement("throughput", 10.0)])
-    assert detail(measured) == "3 measurements, 1/2 within threshold, 1 warning"
-    assert detail(result("X", Verdict.PASS, measurements=[Measurement("one", 1)])) == "1 measurement"
+    assert detail(measured) == "p99 1 ms <= 2 ms (1 warning)"  # a pass leads with its key number
+    assert detail(result("X", Verdict.FAIL, measurements=[measured.measurements[1]])) == \
+        "1 measurement, 0/1 within threshold"
+    assert detail(result("X", Verdict.PASS, measurements=[Measurement("one", 1)])) == "one 1"
     assert detail(result("X", Verdict.PASS)) == ""
 
 
@@ -142,7 +144,7 @@ def test_terminal_rows_put_a_pass_on_one_line_and_say_why_under_a_failure():
     assert pass_row.head.startswith("CFG-1   Every model is READY ")
     # id width 6 (PERF-1); verdict width 12 ("incomplete" + 2); title width max(20, min(60, 100 - 6 - 12 - 30)) = 52
     assert len(pass_row.head) == 6 + 2 + 52 + 2
-    assert pass_row.verdict.strip() == "pass" and pass_row.tail == "1 measurement" and pass_row.why == ""
+    assert pass_row.verdict.strip() == "pass" and pass_row.tail == "state READY" and pass_row.why == ""
     assert pass_row.markup == {"green": True}
     assert fail_row.verdict.strip() == "fail*"  # advisory
     assert fail_row.tail == "" and fail_row.why == " " * 8 + "GPU utilization 20% is below 70%"

@@ -6,7 +6,8 @@
 #   SOAK_ROOT       where the nights are kept (default /var/lib/triton-ready/nightly)
 #   SOAK_KEEP       how many nights to keep (default 14)
 #   TRITON_READY    the triton-ready command (default: triton-ready on PATH)
-#   any other argument is passed to triton-ready (e.g. --triton-url=http://triton:8000 -k "PERF or soak")
+#   any other argument is passed to triton-ready (e.g. --triton-url=http://triton:8000 -k "PERF or soak");
+#   --triton-baseline="$SOAK_ROOT" compares each night with the newest READY night before it (PERF-5)
 #
 # Exit status: triton-ready's (0 READY, non-zero otherwise); 2 when even the journal cannot be rendered.
 set -uo pipefail
@@ -34,6 +35,9 @@ if [[ ! -f "$night/report/readiness.json" && -f "$journal" ]]; then
   "$triton_ready" report "$journal" --out "$night/report" >>"$night/console.log" 2>&1 || status=2
 fi
 echo "$(date -u +%FT%TZ) soak $duration: exit $status, $night" >>"$root/nights.log"
+
+# The index over every kept night: verdicts, key numbers and their trends (history.html, history.md).
+"$triton_ready" history "$root" >>"$night/console.log" 2>&1 || true
 
 # Keep the last $keep nights.
 ls -1dt "$root"/20*/ 2>/dev/null | tail -n +"$((keep + 1))" | xargs -r rm -rf

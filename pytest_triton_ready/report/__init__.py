@@ -50,7 +50,8 @@ def render_files(document: dict[str, Any], directory: Path, stem: str = "readine
 
 
 def write_reports(run, directory: Path) -> dict[str, Path]:
-    """Write readiness.json, readiness.md and readiness.html into `directory`; returns their paths.
+    """Write readiness.json, readiness.md, readiness.html and the CSV files (measurements.csv, and
+    curves.csv when PERF-2 measured a curve) into `directory`; returns their paths.
     The JSON is written first, so that a rendering problem never loses what was measured; a
     document that does not match the schema is written, then reported (ReportInvalid)."""
     from .schema import validate
@@ -61,5 +62,8 @@ def write_reports(run, directory: Path) -> dict[str, Path]:
     path = directory / "readiness.json"
     path.write_text(dumps(document), encoding="utf-8")
     written = {"json": path, **render_files(document, directory)}
+    from .csvfiles import write_csv
+
+    written.update(write_csv(document, directory))
     validate(document, origin=str(path))  # after writing: a schema problem must not lose the report
     return written

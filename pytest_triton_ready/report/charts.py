@@ -1,4 +1,4 @@
-"""Charts as inline SVG, drawn from a Result's Chart data alone.
+"""Charts as inline SVG, drawn by matplotlib from a Result's Chart data alone.
 
 Three kinds cover what the checks record:
   line      numeric x (a throughput-latency curve) or categories (latency percentiles p50..p99.9)
@@ -7,37 +7,53 @@ Three kinds cover what the checks record:
   bar       categories (or numbers) on x, one bar per series in each group
 A check adds a chart by recording data (`check.chart(...)`); nothing here knows about any check.
 New kinds register in RENDERERS.
+
+How they read: the value axis fits the data (a reference series such as "budget 100 ms" is drawn
+as a dashed line when it falls in range, and named in a note when it does not), a log axis where the
+data span more than LOG_RANGE, no line drawn across a gap (a missing value, an outage span, or a
+pause longer than GAP_FACTOR x the usual spacing), one unit per axis (a y label "A; B" puts the
+series of the second unit, e.g. latency in ms, on a second axis), and event labels staggered so
+that they do not collide. The SVG carries no script and no external reference: the report's CSP
+(default-src 'none') holds.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
-from dataclasses import dataclass
+import re
 from html import escape
 from typing import Any, Callable
 
 from .model import Chart
 
-WIDTH = 680
-HEIGHT = 300
-MARGIN_LEFT = 70
-MARGIN_RIGHT = 20
-MARGIN_TOP = 34
-MARGIN_BOTTOM = 50
+WIDTH_IN = 7.2
+HEIGHT_IN = 3.3
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies and in greyscale print.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 MARKER_COLOUR = "#B00020"
-MAX_POINT_MARKS = 200  # per series; beyond this only the line is drawn
+SPAN_COLOUR = "#B00020"
+MAX_POINT_MARKS = 60  # per series; beyond this only the line is drawn
+LOG_RANGE = 50.0  # max/min of the positive values beyond which the value axis is logarithmic
+GAP_FACTOR = 3.0
+REFERENCE = re.compile(r"^(budget|slo|limit|threshold|target)\b", re.IGNORECASE)
+LATENCY = re.compile(r"(\bp\d|latency|\(ms\)|ttft|itl)", re.IGNORECASE)
 
 
 def render_chart(chart: Chart) -> str:
-    """The chart as one <svg> element (text), whatever its kind."""
+    """The chart as one <svg class="chart"> element (text), whatever its kind."""
     renderer = RENDERERS.get(chart.kind)
     if renderer is None:
         return _message_svg(chart, f"no renderer for chart kind {chart.kind!r}")
     if not any(_finite(y) for s in chart.series for _, y in s.points) and not chart.markers:
         return _message_svg(chart, "no data recorded")
-    return renderer(chart)
+    import matplotlib
+
+    # text is text ($ is no math), fonts by name, no timestamps: the same data gives the same SVG
+    with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none", "font.family": "sans-serif",
+                                "axes.unicode_minus": False}):
+        return renderer(chart)
 
 
 # -- scales ---------------------------------------------------------------------------------------
@@ -106,44 +122,6 @@ def format_seconds(value: float) -> str:
     return f"{hours} h {rest // 60:02d} min" if rest // 60 else f"{hours} h"
 
 
-@dataclass
-class Linear:
-    """Maps a data domain onto pixels."""
-
-    low: float
-    high: float
-    start: float
-    end: float
-
-    def __call__(self, value: float) -> float:
-        span = self.high - self.low or 1.0
-        return self.start + (value - self.low) / span * (self.end - self.start)
-
-
-@dataclass
-class Frame:
-    """The plot area of one chart and its two scales."""
-
-    x: Linear
-    y: Linear
-    x_ticks: list[tuple[float, str]]
-    y_ticks: list[tuple[float, str]]
-
-    @property
-    def left(self) -> float:
-        return MARGIN_LEFT
-
-    @property
-    def right(self) -> float:
-        return WIDTH - MARGIN_RIGHT
-
-    @property
-    def top(self) -> float:
-        return MARGIN_TOP
-
-    @property
-    def bottom(self) -> float:
-        return HEIGHT - MARGIN_BOTTOM
 
 
 def _finite(value: Any) -> bool:
@@ -151,9 +129,9 @@ def _finite(value: Any) -> bool:
 
 
 def _categories(chart: Chart) -> list[Any] | None:
-    """The x categories in first-seen order when any x is not a number; None for a numeric x axis."""
+    """The x categories in first-seen order, or None when every x is a number."""
     xs = [x for s in chart.series for x, _ in s.points]
-    if all(_finite(x) for x in xs) and chart.kind != "bar":
+    if all(_finite(x) for x in xs):
         return None
     seen: list[Any] = []
     for x in xs:
@@ -162,164 +140,277 @@ def _categories(chart: Chart) -> list[Any] | None:
     return seen
 
 
-def _y_frame_ticks(values: list[float], from_zero: bool) -> tuple[Linear, list[tuple[float, str]]]:
-    low = min(values) if values else 0.0
-    high = max(values) if values else 1.0
-    if from_zero:
-        low, high = min(low, 0.0), max(high, 0.0)
-    ticks = nice_ticks(low, high)
-    scale = Linear(ticks[0], ticks[-1], HEIGHT - MARGIN_BOTTOM, MARGIN_TOP)
-    return scale, [(t, format_number(t)) for t in ticks]
+# -- drawing ----------------------------------------------------------------------------------------
+def _figure():
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=72)
+    figure.set_layout_engine("constrained")
+    return figure
 
 
-# -- the kinds ------------------------------------------------------------------------------------
-def line_svg(chart: Chart, time_axis: bool = False) -> str:
+def _style(ax) -> None:
+    ax.grid(True, color="#d0d7de", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(labelsize=9, colors="#1f2328")
+
+
+def _split_gaps(points: list[tuple[float, Any]], spans: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """x and y lists with NaN wherever the line must break: a missing value, a point inside an
+    outage span, a span between two points, or a pause much longer than the usual spacing."""
+    numeric = sorted(((float(x), y) for x, y in points if _finite(x)), key=lambda p: p[0])
+    steps = sorted(b[0] - a[0] for a, b in zip(numeric, numeric[1:]) if b[0] > a[0])
+    usual = steps[len(steps) // 2] if steps else None
+    xs: list[float] = []
+    ys: list[float] = []
+    previous = None
+    for x, y in numeric:
+        inside = any(low <= x <= high for low, high in spans)
+        if previous is not None:
+            crossed = any(previous < low and x > high for low, high in spans)
+            paused = usual is not None and x - previous > GAP_FACTOR * usual
+            if crossed or paused:
+                xs.append((previous + x) / 2)
+                ys.append(math.nan)
+        xs.append(x)
+        ys.append(float(y) if _finite(y) and not inside else math.nan)
+        previous = x
+    return xs, ys
+
+
+def _axis_units(chart: Chart) -> tuple[str, str | None, list[bool]]:
+    """(left label, right label or None, per series: whether it goes on the right axis). A y label
+    "A; B" has two units: the series that read as latency go to the axis whose label does."""
+    parts = [p.strip() for p in chart.y_label.split(";") if p.strip()]
+    if len(parts) != 2:
+        return chart.y_label, None, [False] * len(chart.series)
+    latency_part = next((i for i, p in enumerate(parts) if LATENCY.search(p)), None)
+    if latency_part is None:
+        return chart.y_label, None, [False] * len(chart.series)
+    right = [bool(LATENCY.search(s.name)) for s in chart.series]
+    if all(right) or not any(right):
+        return chart.y_label, None, [False] * len(chart.series)
+    return parts[1 - latency_part], parts[latency_part], right
+
+
+def _value_scale(ax, values: list[float], notes: list[str]) -> None:
+    """Fit the value axis to the data; logarithmic when it spans more than LOG_RANGE."""
+    positive = [v for v in values if v > 0]
+    if positive and min(values) > 0 and max(positive) / min(positive) > LOG_RANGE:
+        ax.set_yscale("log")
+        notes.append("log scale")
+        return
+    if values:
+        low, high = min(values + [0.0]), max(values)
+        ax.set_ylim(low, high * 1.12 if high > 0 else 1.0)
+
+
+def _references(ax, chart: Chart, series_values: list[float], notes: list[str]) -> list[int]:
+    """Draw reference series (constant lines named budget/SLO/limit) when in range; the indices drawn so."""
+    done = []
+    top = max(series_values) if series_values else None
+    for index, series in enumerate(chart.series):
+        ys = {y for _, y in series.points if _finite(y)}
+        if not REFERENCE.match(series.name) or len(ys) != 1:
+            continue
+        done.append(index)
+        value = ys.pop()
+        if top is not None and value > top * 3:
+            notes.append(f"{series.name}: above the chart (data reach {format_number(top)})")
+            continue
+        ax.axhline(value, color=MARKER_COLOUR, linestyle="--", linewidth=1.2, label=series.name, gid="reference")
+        if top is not None and value > top:
+            low, _ = ax.get_ylim()
+            ax.set_ylim(low, value * 1.1)
+    return done
+
+
+def _event_labels(ax, markers: list[dict[str, Any]], time_axis: bool, levels: int = 3) -> None:
+    """Event lines and shaded spans; labels staggered over `levels` rows, and a label that would
+    still collide with the one before it on its row is left to the list under the chart."""
+    if not markers:
+        return
+    low, high = ax.get_xlim()
+    width = (high - low) or 1.0
+    last_on_row: dict[int, float] = {}
+    for index, marker in enumerate(sorted(markers, key=lambda m: float(m.get("x", 0)))):
+        x = float(marker.get("x", 0))
+        until = marker.get("until")
+        if _finite(until):
+            ax.axvspan(x, float(until), color=SPAN_COLOUR, alpha=0.12, linewidth=0, gid="span")
+        else:
+            ax.axvline(x, color=MARKER_COLOUR, linewidth=1, linestyle=":", gid="marker")
+        label = str(marker.get("label", ""))
+        if not label:
+            continue
+        chars = len(label) * 0.0085 * width * 1.1
+        row = next((r for r in range(levels) if x - last_on_row.get(r, -math.inf) > chars), None)
+        if row is None:
+            continue
+        last_on_row[row] = x
+        ax.annotate(label, xy=(x, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10 - 11 * row),
+                    textcoords="offset points", fontsize=8, color=MARKER_COLOUR, clip_on=True)
+
+
+def _draw_lines(chart: Chart, time_axis: bool) -> str:
+    figure = _figure()
+    ax = figure.add_subplot()
+    _style(ax)
+    notes: list[str] = []
     categories = _categories(chart)
-    ys = [y for s in chart.series for _, y in s.points if _finite(y)]
-    y_scale, y_ticks = _y_frame_ticks(ys, from_zero=True)
+    spans = [(float(m["x"]), float(m["until"])) for m in chart.markers if _finite(m.get("until")) and _finite(m.get("x"))]
+    left_label, right_label, on_right = _axis_units(chart)
+    axes = {False: ax, True: ax.twinx() if right_label else None}
+    if right_label:
+        _style(axes[True])
+        axes[True].spines["right"].set_visible(True)
+        axes[True].grid(False)
+    references: set[int] = set()
+    values: dict[bool, list[float]] = {False: [], True: []}
+    for index, series in enumerate(chart.series):
+        if REFERENCE.match(series.name) and len({y for _, y in series.points if _finite(y)}) == 1:
+            references.add(index)
+            continue
+        values[on_right[index]] += [float(y) for _, y in series.points if _finite(y)]
+    handles = []
+    for index, series in enumerate(chart.series):
+        if index in references:
+            continue
+        target = axes[on_right[index]]
+        colour = PALETTE[index % len(PALETTE)]
+        if categories is not None:
+            by_x = dict(series.points)
+            xs = list(range(len(categories)))
+            ys = [float(by_x[c]) if _finite(by_x.get(c)) else math.nan for c in categories]
+        else:
+            xs, ys = _split_gaps(series.points, spans if time_axis else [])
+        few = sum(1 for y in ys if math.isfinite(y)) <= MAX_POINT_MARKS
+        line, = target.plot(xs, ys, color=colour, linewidth=1.6, marker="o" if few else None, markersize=3.5,
+                            label=series.name + (" (right axis)" if on_right[index] else ""), gid=f"series-{index}")
+        handles.append(line)
+    for side, target in axes.items():
+        if target is not None:
+            _value_scale(target, values[side], notes)
+    ref_notes: list[str] = []
+    chart_for_refs = Chart(chart.title, chart.x_label, chart.y_label,
+                           [s for i, s in enumerate(chart.series) if i in references])
+    _references(ax, chart_for_refs, values[False], ref_notes)
+    notes += ref_notes
     if categories is not None:
-        index = {c: i for i, c in enumerate(categories)}
-        x_scale = Linear(-0.5, len(categories) - 0.5, MARGIN_LEFT, WIDTH - MARGIN_RIGHT)
-        x_ticks = [(i, str(c)) for i, c in enumerate(categories)]
-        position = lambda x: index[x]  # noqa: E731
+        ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+    elif time_axis:
+        xs_all = [float(x) for s in chart.series for x, _ in s.points if _finite(x)]
+        xs_all += [float(m[k]) for m in chart.markers for k in ("x", "until") if _finite(m.get(k))]
+        if xs_all:
+            ticks = time_ticks(min(xs_all), max(xs_all))
+            ax.set_xticks(ticks, [format_seconds(t) for t in ticks])
+            ax.set_xlim(min(xs_all), max(xs_all) if max(xs_all) > min(xs_all) else min(xs_all) + 1)
+    ax.set_xlabel(chart.x_label, fontsize=9)
+    ax.set_ylabel(left_label, fontsize=9)
+    if right_label:
+        axes[True].set_ylabel(right_label, fontsize=9)
+    if not time_axis and categories is None:
+        _point_labels(ax, chart.markers)
     else:
-        xs = [x for s in chart.series for x, _ in s.points]
-        xs += [m["x"] for m in chart.markers if _finite(m.get("x"))]
-        xs += [m["until"] for m in chart.markers if _finite(m.get("until"))]
-        ticks = ((time_ticks if time_axis else nice_ticks)(min(xs), max(xs))) if xs else [0.0, 1.0]
-        x_scale = Linear(ticks[0], ticks[-1], MARGIN_LEFT, WIDTH - MARGIN_RIGHT)
-        label = format_seconds if time_axis else format_number
-        x_ticks = [(t, label(t)) for t in ticks]
-        position = float
-    frame = Frame(x_scale, y_scale, x_ticks, y_ticks)
-    parts = [_axes(frame, chart)]
-    if categories is None:
-        parts.append(_markers(frame, chart.markers))
-    for number, series in enumerate(chart.series):
-        colour = PALETTE[number % len(PALETTE)]
-        segments: list[list[tuple[float, float, Any, Any]]] = [[]]
-        for x, y in series.points:
-            if not _finite(y):
-                segments.append([])  # a missing value breaks the line instead of inventing one
-                continue
-            segments[-1].append((frame.x(position(x)), frame.y(y), x, y))
-        for segment in segments:
-            if len(segment) > 1:
-                points = " ".join(f"{px:.1f},{py:.1f}" for px, py, _, _ in segment)
-                parts.append(f'<polyline class="series" points="{points}" fill="none" stroke="{colour}" '
-                             'stroke-width="2" stroke-linejoin="round"/>')
-            if len(series.points) > MAX_POINT_MARKS:
-                continue  # thousands of dots (a day of soak windows) add bytes, not information
-            for px, py, x, y in segment:
-                tip = escape(f"{series.name}: {x} → {format_number(y)}")
-                parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{colour}"><title>{tip}</title></circle>')
-    parts.append(_legend(chart))
-    return _svg(chart, parts)
+        _event_labels(ax, chart.markers, time_axis)
+    _legend(figure, ax, axes[True])
+    return _svg(figure, chart, notes)
+
+
+def _point_labels(ax, markers: list[dict[str, Any]]) -> None:
+    """Labels of points on a numeric x axis (e.g. c=8 at a curve point): along the top, thinned so
+    that no two collide."""
+    labelled = [(float(m["x"]), str(m.get("label", ""))) for m in markers if _finite(m.get("x"))]
+    if not labelled:
+        return
+    low, high = ax.get_xlim()
+    width = (high - low) or 1.0
+    last = -math.inf
+    ticks, names = [], []
+    for x, label in sorted(labelled):
+        if x - last < width * (0.012 * max(len(label), 3)):
+            continue
+        ticks.append(x)
+        names.append(label)
+        last = x
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(ticks, names)
+    top.tick_params(labelsize=8, colors="#59636e", length=2)
+
+
+def _legend(figure, ax, right) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if right is not None:
+        more_h, more_l = right.get_legend_handles_labels()
+        handles, labels = handles + more_h, labels + more_l
+    if handles:
+        figure.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8,
+                      frameon=False)
+
+
+def line_svg(chart: Chart, time_axis: bool = False) -> str:
+    return _draw_lines(chart, time_axis)
 
 
 def timeline_svg(chart: Chart) -> str:
-    return line_svg(chart, time_axis=True)
+    return _draw_lines(chart, time_axis=True)
 
 
 def bar_svg(chart: Chart) -> str:
-    categories = _categories(chart) or []
-    ys = [y for s in chart.series for _, y in s.points if _finite(y)]
-    y_scale, y_ticks = _y_frame_ticks(ys, from_zero=True)
-    x_scale = Linear(0, max(len(categories), 1), MARGIN_LEFT, WIDTH - MARGIN_RIGHT)
-    frame = Frame(x_scale, y_scale, [(i + 0.5, str(c)) for i, c in enumerate(categories)], y_ticks)
-    parts = [_axes(frame, chart)]
-    group_width = (x_scale(1) - x_scale(0)) * 0.8
-    bar_width = group_width / max(len(chart.series), 1)
-    zero = frame.y(0.0)
-    for number, series in enumerate(chart.series):
-        colour = PALETTE[number % len(PALETTE)]
-        for x, y in series.points:
-            if not _finite(y):
+    figure = _figure()
+    ax = figure.add_subplot()
+    _style(ax)
+    categories = _categories(chart) or sorted({x for s in chart.series for x, _ in s.points})
+    count = max(len(chart.series), 1)
+    width = 0.8 / count
+    for index, series in enumerate(chart.series):
+        by_x = dict(series.points)
+        for position, category in enumerate(categories):
+            value = by_x.get(category)
+            if not _finite(value):
                 continue
-            left = x_scale(categories.index(x)) + (x_scale(1) - x_scale(0)) * 0.1 + number * bar_width
-            top = min(frame.y(y), zero)
-            height = abs(frame.y(y) - zero)
-            tip = escape(f"{series.name}: {x} → {format_number(y)}")
-            parts.append(f'<rect class="bar" x="{left:.1f}" y="{top:.1f}" width="{bar_width * 0.92:.1f}" '
-                         f'height="{max(height, 0.5):.1f}" fill="{colour}"><title>{tip}</title></rect>')
-    parts.append(_legend(chart))
-    return _svg(chart, parts)
+            ax.bar(position - 0.4 + width * (index + 0.5), float(value), width * 0.92,
+                   color=PALETTE[index % len(PALETTE)], label=series.name if position == 0 or category == next(
+                       (c for c in categories if _finite(by_x.get(c))), None) else None, gid=f"bar-{index}-{position}")
+    ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+    ax.set_xlabel(chart.x_label, fontsize=9)
+    ax.set_ylabel(chart.y_label, fontsize=9)
+    _legend(figure, ax, None)
+    return _svg(figure, chart, [])
 
 
 RENDERERS: dict[str, Callable[[Chart], str]] = {"line": line_svg, "timeline": timeline_svg, "bar": bar_svg}
 
 
-# -- pieces ---------------------------------------------------------------------------------------
-def _svg(chart: Chart, parts: list[str]) -> str:
-    title = escape(chart.title)
-    return (
-        f'<svg class="chart chart-{escape(chart.kind)}" xmlns="http://www.w3.org/2000/svg" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{title}">'
-        f"<title>{title}</title>"
-        f'<text class="chart-title" x="{WIDTH / 2}" y="18" text-anchor="middle">{title}</text>'
-        + "".join(parts) + "</svg>"
-    )
+# -- SVG text ----------------------------------------------------------------------------------------
+def _svg(figure, chart: Chart, notes: list[str]) -> str:
+    """The figure as an inline <svg class="chart"> with a title, its notes, and ids unique in the page."""
+    import matplotlib
+
+    figure.suptitle(chart.title, fontsize=11, fontweight="bold", x=0.01, ha="left")
+    if notes:
+        figure.text(0.99, 0.985, "; ".join(notes), ha="right", va="top", fontsize=8, color="#59636e")
+    prefix = "c" + hashlib.sha1(repr(chart).encode()).hexdigest()[:10] + "-"  # the same chart, the same ids
+    out = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": prefix}):
+        figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
+    text = out.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
+    text = re.sub(r'url\(#([^)]+)\)', lambda m: f"url(#{prefix}{m.group(1)})", text)
+    text = re.sub(r'xlink:href="#([^"]+)"', lambda m: f'xlink:href="#{prefix}{m.group(1)}"', text)
+    label = escape(chart.title, quote=True)
+    text = text.replace("<svg ", f'<svg class="chart chart-{escape(chart.kind, quote=True)}" role="img" '
+                                 f'aria-label="{label}" ', 1)
+    text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", text, count=1)
+    return text.replace(f'<svg class="chart', f'<svg class="chart', 1)
 
 
 def _message_svg(chart: Chart, message: str) -> str:
-    return _svg(chart, [f'<text class="chart-empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">'
-                        f"{escape(message)}</text>"])
-
-
-def _axes(frame: Frame, chart: Chart) -> str:
-    parts = ['<g class="axes" font-size="11" fill="#333">']
-    for value, label in frame.y_ticks:
-        y = frame.y(value)
-        parts.append(f'<line x1="{frame.left}" x2="{frame.right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        parts.append(f'<text x="{frame.left - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(label)}</text>')
-    step = max(1, math.ceil(len(frame.x_ticks) / 12))  # keep category labels readable
-    for value, label in frame.x_ticks[::step]:
-        x = frame.x(value)
-        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.bottom}" y2="{frame.bottom + 4}" stroke="#333"/>')
-        parts.append(f'<text x="{x:.1f}" y="{frame.bottom + 17}" text-anchor="middle">{escape(label)}</text>')
-    parts.append(f'<line x1="{frame.left}" x2="{frame.right}" y1="{frame.bottom}" y2="{frame.bottom}" stroke="#333"/>')
-    parts.append(f'<line x1="{frame.left}" x2="{frame.left}" y1="{frame.top}" y2="{frame.bottom}" stroke="#333"/>')
-    parts.append(f'<text class="x-label" x="{(frame.left + frame.right) / 2}" y="{HEIGHT - 8}" '
-                 f'text-anchor="middle">{escape(chart.x_label)}</text>')
-    middle = (frame.top + frame.bottom) / 2
-    parts.append(f'<text class="y-label" x="14" y="{middle}" text-anchor="middle" '
-                 f'transform="rotate(-90 14 {middle})">{escape(chart.y_label)}</text>')
-    parts.append("</g>")
-    return "".join(parts)
-
-
-def _markers(frame: Frame, markers: list[dict[str, Any]]) -> str:
-    """Events on the x axis: a dashed line and a label; a span (with `until`) as a shaded band.
-    Labels alternate between two rows so that neighbouring events stay readable."""
-    parts = ['<g class="markers" font-size="10">']
-    for number, marker in enumerate(m for m in markers if _finite(m.get("x"))):
-        x = frame.x(marker["x"])
-        label = escape(str(marker.get("label", "")))
-        if _finite(marker.get("until")):
-            end = frame.x(marker["until"])
-            parts.append(f'<rect class="span" x="{min(x, end):.1f}" y="{frame.top}" width="{abs(end - x):.1f}" '
-                         f'height="{frame.bottom - frame.top}" fill="{MARKER_COLOUR}" fill-opacity="0.12">'
-                         f"<title>{label}</title></rect>")
-        parts.append(f'<line class="marker" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top}" y2="{frame.bottom}" '
-                     f'stroke="{MARKER_COLOUR}" stroke-dasharray="4 3"><title>{label}</title></line>')
-        row = frame.top + 10 + (number % 2) * 12
-        anchor = "end" if x > (frame.left + frame.right) / 2 else "start"
-        offset = -3 if anchor == "end" else 3
-        parts.append(f'<text class="marker-label" x="{x + offset:.1f}" y="{row:.1f}" text-anchor="{anchor}" '
-                     f'fill="{MARKER_COLOUR}">{label}</text>')
-    parts.append("</g>")
-    return "".join(parts)
-
-
-def _legend(chart: Chart) -> str:
-    if len(chart.series) < 2 and not (chart.series and chart.series[0].name):
-        return ""
-    parts = ['<g class="legend" font-size="11">']
-    x = MARGIN_LEFT
-    for number, series in enumerate(chart.series):
-        colour = PALETTE[number % len(PALETTE)]
-        parts.append(f'<rect x="{x}" y="{MARGIN_TOP - 12}" width="10" height="10" fill="{colour}"/>')
-        parts.append(f'<text x="{x + 14}" y="{MARGIN_TOP - 3}">{escape(series.name)}</text>')
-        x += 24 + 7 * len(series.name)
-    parts.append("</g>")
-    return "".join(parts)
+    title = escape(chart.title)
+    return (f'<svg class="chart chart-empty-{escape(chart.kind, quote=True)}" role="img" aria-label="{title}" '
+            f'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 520 60">'
+            f'<text class="chart-title" x="8" y="20">{title}</text>'
+            f'<text class="chart-empty" x="8" y="44">{escape(message)}</text></svg>')

@@ -11,6 +11,7 @@ import math
 import numbers
 from typing import Any
 
+from ..baseline.keynumbers import key_numbers
 from .context import runner_versions
 from .model import SCHEMA_VERSION, Result
 from .verdict import checklist, verdict_counts
@@ -40,7 +41,25 @@ def build_document(run) -> dict[str, Any]:
         document["scope"] = run.scope.to_dict(run.recorded())
     if run.facts:  # what checks left for later ones: capacity, the capacity plan, experiments, live layers
         document["facts"] = run.facts
+    document["key_numbers"] = key_numbers(results)
+    baseline = baseline_summary(getattr(run.settings, "triton_baseline", None), run.settings.readiness_report)
+    if baseline is not None:
+        document["baseline"] = baseline
     return run.settings.redactor().value(json_ready(document))
+
+
+def baseline_summary(path, own_report_dir=None) -> dict[str, Any] | None:
+    """The baseline's identity and key numbers for the report's deltas (None without a baseline)."""
+    if path is None:
+        return None
+    from ..baseline import BaselineError, load_baseline
+
+    try:
+        baseline = load_baseline(path, exclude=own_report_dir)
+    except BaselineError as exc:
+        return {"path": str(path), "error": str(exc)}
+    return {"path": str(baseline.path), "verdict": baseline.document.get("verdict"),
+            "started_at": baseline.document.get("started_at"), "key_numbers": key_numbers(baseline.document)}
 
 
 def results_of(document: dict[str, Any]) -> list[Result]:

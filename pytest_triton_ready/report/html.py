@@ -11,6 +11,7 @@ from markupsafe import Markup
 from .charts import render_chart
 from .document import results_of
 from .model import PHASES, Verdict
+from .summary import fix_first, key_number_table, structured
 from .text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark
 from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 
@@ -27,7 +28,7 @@ def _environment():
     )
     environment.filters.update(
         value=format_value, threshold=format_threshold, label=measurement_label, mark=outcome_mark,
-        detail=detail, chart=lambda chart: Markup(render_chart(chart)), bytes=format_bytes,
+        detail=detail, chart=lambda chart: Markup(render_chart(chart)), bytes=format_bytes, structured=structured,
     )
     environment.globals.update(labels=VERDICT_LABELS, symbols=VERDICT_SYMBOLS, Verdict=Verdict)
     return environment
@@ -38,8 +39,10 @@ def render_html(document: dict[str, Any]) -> str:
     numbered = list(enumerate(results, start=1))
     phases = sorted({r.phase for r in results}, key=lambda p: (PHASES.index(p) if p in PHASES else len(PHASES), p))
     by_phase = [(phase, [(i, r) for i, r in numbered if r.phase == phase]) for phase in phases]
+    key_headings, key_rows = key_number_table(document)
     return _environment().get_template(TEMPLATE).render(
         document=document, ctx=document["context"], results=numbered, by_phase=by_phase,
+        key_headings=key_headings, key_rows=key_rows, blockers=fix_first(results),
         settings_rows=_settings_rows(document.get("settings", {})),
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from .document import results_of
 from .model import Result, Verdict
+from .summary import fix_first, key_number_table, structured
 from .text import detail, format_bytes, format_threshold, format_value, measurement_label, shorten
 from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 
@@ -32,6 +33,15 @@ def render_markdown(document: dict[str, Any]) -> str:
     items = " · ".join(f"{i['check_id']} {VERDICT_SYMBOLS[Verdict(i['verdict'])]}" for i in document["checklist"])
     lines = [f"# Triton readiness: {document['verdict']}", "",
              f"**{document['verdict']}**: {document['verdict_reason']}.", "", f"Checklist items: {items}", ""]
+    lines += key_number_lines(document)
+    blockers = fix_first(results)
+    if blockers:
+        lines += ["## Fix first", ""]
+        for b in blockers:
+            lines.append(f"1. **{b.check_id}** {_one_line(b.title)}")
+            lines += [f"   - {_one_line(m)}" for m in b.messages]
+            lines += [f"   - → {_one_line(r)}" for r in b.recommendations]
+        lines.append("")
     lines += _context_lines(document)
     lines += ["", "| | Check | Phase | Title | Verdict | Detail |", "|---|---|---|---|---|---|"]
     for result in results:
@@ -62,6 +72,25 @@ def render_markdown(document: dict[str, Any]) -> str:
     lines += ["", f"<sub>pytest-triton-ready {document['context'].get('runner', {}).get('pytest_triton_ready', '?')}, "
                   f"report schema {document['schema_version']}. Full report: readiness.html.</sub>", ""]
     return "\n".join(lines)
+
+
+def key_number_lines(document: dict[str, Any]) -> list[str]:
+    """The key numbers per model, with the change against the baseline where there is one."""
+    headings, rows = key_number_table(document)
+    if not headings:
+        return []
+    baseline = document.get("baseline") or {}
+    lines = ["## Key numbers", ""]
+    if baseline.get("key_numbers") is not None:
+        lines += [f"Change against the baseline `{baseline['path']}` ({baseline.get('started_at')}) in brackets.", ""]
+    elif baseline.get("error"):
+        lines += [f"Baseline not usable: {_one_line(baseline['error'])}", ""]
+    lines += ["| Model | " + " | ".join(headings) + " |", "|---" * (len(headings) + 1) + "|"]
+    for model, cells in rows:
+        lines.append(f"| {_cell(model)} | " + " | ".join(
+            _cell(c.text + (f" ({'**' + c.delta + '**' if c.tone == 'worse' else c.delta})" if c.delta else ""))
+            for c in cells) + " |")
+    return lines + [""]
 
 
 def _context_lines(document: dict[str, Any]) -> list[str]:
@@ -105,9 +134,18 @@ def _failure_lines(result: Result) -> list[str]:
     if result.recommendations:
         lines += ["", "Recommendations:", ""] + [f"- {r}" for r in result.recommendations]
     for item in result.evidence:
-        text = item.text if len(item.text) <= EVIDENCE_LIMIT else item.text[-EVIDENCE_LIMIT:]
-        lines += ["", f"<details><summary>Evidence: {_html_text(item.label)}</summary>", "", "```text",
-                  text.replace("```", "`\u200b``"), "```", "", "</details>"]
+        shape, body = structured(item.text)
+        lines += ["", f"<details><summary>Evidence: {_html_text(item.label)}</summary>", ""]
+        if shape == "dl":
+            lines += ["| | |", "|---|---|"] + [f"| {_cell(k)} | {_cell(v)} |" for k, v in body]
+        elif shape == "table":
+            headings, rows = body
+            lines += ["| " + " | ".join(_cell(h) for h in headings) + " |", "|" + "---|" * len(headings)]
+            lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+        else:
+            text = item.text if len(item.text) <= EVIDENCE_LIMIT else item.text[-EVIDENCE_LIMIT:]
+            lines += ["```text", text.replace("```", "`\u200b``"), "```"]
+        lines += ["", "</details>"]
     return lines
 
 

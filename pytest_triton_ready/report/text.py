@@ -51,14 +51,21 @@ def outcome_mark(measurement: Measurement) -> str:
 
 
 def detail(result: Result) -> str:
-    """One line saying what decided a check: the first error, the reason it did not run, or the
-    measurements it took."""
+    """One line saying what decided a check: the first error, the reason it did not run, a passing
+    check's key number (the measurement closest to its threshold), or the measurements it took."""
     errors = [f for f in result.findings if f.severity == "error"]
     if result.verdict in (Verdict.FAIL, Verdict.ERROR) and errors:
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         return errors[0].message + more
     if result.reason:
         return result.reason
+    if result.verdict == Verdict.PASS:
+        from .summary import headline
+
+        key = headline(result)
+        if key:
+            warnings = sum(f.severity == "warning" for f in result.findings)
+            return key + (f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else "")
     measured = len(result.measurements)
     held = [m for m in result.measurements if m.passed is not None]
     if not measured:

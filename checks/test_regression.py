@@ -1,0 +1,102 @@
+"""PERF-5: no regression against a baseline run (`--triton-baseline=PATH`, YAML `report.baseline`).
+
+The baseline is a previous run's readiness.json, or a directory of runs (the newest READY one).
+The rules live in pytest_triton_ready/baseline (compare.py); this check gathers this run's key
+numbers (what PERF-1..4 recorded earlier in the run) and measures the window-to-window noise at each
+model's capacity point, which decides whether a difference is a change or the runs' own noise.
+"""
+
+import hashlib
+import json
+import math
+import statistics
+
+import pytest
+
+from pytest_triton_ready.baseline import (
+    REGRESSION, WITHIN_NOISE, BaselineError, compare, environment_differences, key_numbers, load_baseline,
+    model_label,
+)
+from pytest_triton_ready.baseline.keynumbers import CONFIG_DIGEST, NOISE_NAMES
+from pytest_triton_ready.models import ready_models
+
+pytestmark = pytest.mark.usefixtures("triton")
+
+
+def _relative_standard_error(values):
+    """Standard error of the windows' mean, relative to it: the noise of the run's number."""
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if len(values) < 2 or not statistics.fmean(values):
+        return None
+    return statistics.stdev(values) / abs(statistics.fmean(values)) / math.sqrt(len(values))
+
+
+def _window_noise(measurement, model, windows_used):
+    windows = measurement.windows[-windows_used:] if windows_used > 0 else measurement.windows
+    stats = [w.by_model.get(model, w.stats) for w in windows]
+    return {"throughput": _relative_standard_error([s.throughput_infer_s for s in stats]),
+            "p50": _relative_standard_error([s.p50_ms for s in stats]),
+            "p99": _relative_standard_error([s.p99_ms for s in stats])}
+
+
+def _config_digest(config):
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@pytest.mark.triton_check("PERF-5", run_last=True)
+def test_no_regression_against_baseline(triton, load, check, triton_run, triton_facts, triton_settings):
+    """Against a baseline run, no model loses more than regression_capacity_drop_max of its capacity,
+    p50/p99 at the target load rise no more than their regression thresholds, and soak drift, memory
+    slopes, recovery times and error rates do not grow beyond theirs; a difference within the two
+    runs' window-to-window noise is reported as noise, not as a regression."""
+    if triton_settings.triton_baseline is None:
+        check.incomplete("no baseline given: --triton-baseline=PATH (a previous readiness.json or a directory of "
+                         "runs); waive PERF-5 under gate.waivers for a first run")
+    try:
+        baseline = load_baseline(triton_settings.triton_baseline, exclude=triton_settings.readiness_report)
+    except BaselineError as exc:
+        check.incomplete(f"baseline not usable: {exc}")
+    check.measure("baseline", str(baseline.label))
+
+    digests = {}
+    noise = {}
+    capacities = triton_facts.get("perf.capacity", {})
+    windows_used = int(check.threshold("load_stability_windows").value)
+    for model in ready_models(triton):
+        digests[model] = _config_digest(triton.client.model_config(model))
+        check.measure(CONFIG_DIGEST, digests[model], model=model)
+        concurrency = (capacities.get(model) or {}).get("concurrency") or int(check.threshold("perf_target_concurrency").value)
+        measurement = load.measure(model, concurrency=int(concurrency), server_stats=False)
+        check.measure("noise measured at concurrency", int(concurrency), "requests", model=model)
+        noise[model] = _window_noise(measurement, model, windows_used)
+        for kind, value in noise[model].items():
+            if value is not None:
+                check.measure(NOISE_NAMES[kind], round(value, 5), "ratio", model=model)
+
+    current = key_numbers(triton_run.results)
+    for model, spread in noise.items():
+        current.setdefault(model, {}).update({f"noise_{k}": v for k, v in spread.items() if v is not None})
+    here = {"context": triton_run.collect_context(), "results": []}
+    for difference in environment_differences(here, baseline.document, digests):
+        check.finding(f"compared across environments: {difference}", severity="warning")
+
+    comparisons = compare(current, key_numbers(baseline.document), lambda name: check.threshold(name).value)
+    if not comparisons:
+        check.incomplete(f"nothing to compare: this run and the baseline {baseline.path} share no key number "
+                         "(capacity, p50/p99, error rate, soak drift and slopes, recovery times) for a common model")
+    worst = max(comparisons, key=lambda c: c.worse_by / c.limit if c.limit else c.worse_by)
+    check.measure("worst change against the baseline", f"{model_label(worst.model)}: {worst.metric.label} "
+                  f"{worst.short_change()} ({worst.status})")
+    for c in comparisons:
+        unit = "ratio" if c.metric.relative else c.metric.unit
+        check.measure(f"{c.metric.label}: change against the baseline ({c.status})", round(c.change, 4)
+                      if math.isfinite(c.change) else str(c.change), unit, model=None if c.model == "*" else c.model)
+        if c.status == REGRESSION:
+            check.finding(f"regression: {c.describe()}", model=c.model, rule="PERF-5")
+        elif c.status == WITHIN_NOISE:
+            check.finding(f"within noise: {c.describe()}", severity="info", model=c.model)
+    regressions = [c for c in comparisons if c.status == REGRESSION]
+    if regressions:
+        models = sorted({model_label(c.model) for c in regressions})
+        check.recommend(f"Find what changed for {', '.join(models)} since the baseline ({baseline.path}); if the change "
+                        "is intended, make this run the new baseline.")

@@ -1,0 +1,122 @@
+"""PERF-5's rules: this run's key numbers against a baseline run's, with the runs' own noise.
+
+For each model and key number both runs have, the change is judged in two steps:
+
+1. against the named threshold (e.g. capacity may fall at most regression_capacity_drop_max = 10 %
+   of the baseline's; p99 may rise at most 20 %); a change inside the threshold is `ok` (or
+   `improved` when it moved the better way);
+2. a change beyond the threshold is a `regression` only when it is also larger than the runs' own
+   noise: regression_noise_sigmas (2) combined standard errors, sqrt(se_this^2 + se_base^2), of the
+   window-to-window spread each run recorded (PERF-5 records it; a run without it counts with the
+   other run's spread, or regression_noise_default). Otherwise it is `within noise`: reported,
+   never a failure.
+
+Recovery times have no windows; a rise below regression_recovery_floor_s is timing noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .keynumbers import METRICS, Metric, model_label
+
+REGRESSION = "regression"
+WITHIN_NOISE = "within noise"
+OK = "ok"
+IMPROVED = "improved"
+
+
+@dataclass
+class Comparison:
+    model: str
+    metric: Metric
+    baseline: float
+    current: float
+    change: float  # relative (current / baseline - 1) for relative rules, absolute rise otherwise
+    limit: float
+    noise: float | None  # the noise band, in the same terms as `change`
+    status: str
+
+    @property
+    def worse_by(self) -> float:
+        """How far the change went the wrong way (positive = worse)."""
+        return -self.change if self.metric.better == "higher" else self.change
+
+    def short_change(self) -> str:
+        """'-23.1 %' (relative rules) or '+12 MB/h' (absolute ones)."""
+        return _fmt_change(self.change, self.metric)
+
+    def describe(self) -> str:
+        m = self.metric
+        change = _fmt_change(self.change, m)
+        text = (f"{model_label(self.model)}: {m.label} {_fmt(self.current)} {m.unit} vs {_fmt(self.baseline)} {m.unit} "
+                f"in the baseline ({change}; the rule allows {_fmt_limit(self.limit, m)}")
+        if self.noise is not None:
+            text += f", the runs' noise is ±{_fmt_change(self.noise, m, sign=False)}"
+        return text + ")"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _fmt_change(change: float, metric: Metric, sign: bool = True) -> str:
+    if metric.relative:
+        return f"{change:+.1%}" if sign else f"{change:.1%}"
+    return (f"{change:+.4g}" if sign else f"{change:.4g}") + (f" {metric.unit}" if metric.unit != "ratio" else "")
+
+
+def _fmt_limit(limit: float, metric: Metric) -> str:
+    direction = "-" if metric.better == "higher" else "+"
+    if metric.relative:
+        return f"{direction}{limit:.0%}"
+    return f"{direction}{limit:.4g}" + (f" {metric.unit}" if metric.unit != "ratio" else "")
+
+
+def noise_band(metric: Metric, current: dict[str, float], baseline: dict[str, float], default: float,
+               sigmas: float) -> float | None:
+    """The change (relative) that the two runs' window noise alone can explain, or None."""
+    if metric.noise is None:
+        return None
+    key = f"noise_{metric.noise}"
+    mine, theirs = current.get(key), baseline.get(key)
+    mine = mine if mine is not None else (theirs if theirs is not None else default)
+    theirs = theirs if theirs is not None else mine
+    return sigmas * math.sqrt(mine ** 2 + theirs ** 2)
+
+
+def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, float]],
+            threshold: Callable[[str], float]) -> list[Comparison]:
+    """Every key number both runs have, judged; `threshold(name)` gives a named threshold's value."""
+    sigmas = threshold("regression_noise_sigmas")
+    default = threshold("regression_noise_default")
+    comparisons = []
+    for model in sorted(set(current) & set(baseline)):
+        mine, theirs = current[model], baseline[model]
+        for metric in METRICS:
+            if metric.key not in mine or metric.key not in theirs:
+                continue
+            now, base = mine[metric.key], theirs[metric.key]
+            limit = threshold(metric.threshold)
+            if metric.relative:
+                if base == 0:
+                    change = 0.0 if now == 0 else math.inf
+                else:
+                    change = now / base - 1.0
+            else:
+                change = now - base
+            noise = noise_band(metric, mine, theirs, default, sigmas)
+            comparison = Comparison(model, metric, base, now, change, limit, noise, OK)
+            worse = comparison.worse_by
+            if worse > limit + 1e-12:
+                comparison.status = REGRESSION
+                if noise is not None and worse <= noise:
+                    comparison.status = WITHIN_NOISE
+                if metric.key == "recovery" and now - base < threshold("regression_recovery_floor_s"):
+                    comparison.status = WITHIN_NOISE
+            elif worse < -max(limit, noise or 0.0):
+                comparison.status = IMPROVED
+            comparisons.append(comparison)
+    return comparisons
