@@ -143,7 +143,8 @@ def test_readme_settings_table_names_every_option_with_its_env_and_yaml_key():
         assert row is not None, f"README settings table has no row for {option.cli}"
         if option.key not in ("triton_image", "triton_gpus", "triton_shm_size"):  # one combined row
             assert f"`{option.env}`" in row and f"`{option.yaml_path}`" in row, row
-    clis = {o.cli for o in OPTIONS} | {"--triton-header", "--triton-threshold", "--triton-config"}
+    clis = {o.cli for o in OPTIONS} | {"--triton-header", "--triton-header-env", "--triton-header-file",
+                                       "--triton-threshold", "--triton-config"}
     for row in rows:
         named = re.findall(r"`(--[\w-]+)", row.split("|")[1])
         assert set(named) <= clis, row
