@@ -24,6 +24,8 @@ import tritonclient.http  # noqa: F401
 
 from shared_server import SharedDemoServer
 
+from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
+
 # Fixtures that start or reach a real server, Prometheus, a browser, Docker or a pytest subprocess.
 SERVER_FIXTURES = frozenset({
     "demo_server", "run_checklist", "pytester", "load_server", "engine", "canary_server", "broken_server",
@@ -142,17 +144,28 @@ class ChecklistRun:
 
 
 @pytest.fixture
-def run_checklist(pytester: pytest.Pytester, demo_server):
+def run_checklist(pytester: pytest.Pytester, demo_server, request: pytest.FixtureRequest):
     """Run checklist files (names under checks/, or paths) with pytester, by default against the
-    shared demo server; pass `url=None` plus launcher options to let the run start its own.
+    shared demo server. `url="own"`: against a demo server of this test's own, for runs that
+    reload models, saturate the server or send oversize payloads (the shared server must stay as
+    every other test expects it); `url=None` plus launcher options: the run starts its own.
     Runs go to a subprocess by default: tritonclient's numpy extensions do not survive the
     re-import an in-process run triggers."""
+    own: list[EmbeddedLauncher] = []
+
+    def own_server() -> EmbeddedLauncher:
+        if not own:
+            launcher = EmbeddedLauncher(DEMO_REPOSITORY)
+            request.addfinalizer(launcher.cleanup)
+            launcher.start()
+            own.append(launcher)
+        return own[0]
 
     def run(*files: str, args: tuple[str, ...] = (), url: str | None = "demo", subprocess: bool = True) -> ChecklistRun:
         paths = [str(CHECKS / f) if not Path(f).is_absolute() else f for f in files] or [str(CHECKS)]
         options = list(args)
-        if url == "demo":
-            endpoints = demo_server.endpoints
+        if url in ("demo", "own"):
+            endpoints = (demo_server if url == "demo" else own_server()).endpoints
             options += [f"--triton-url={endpoints.http_url}", f"--triton-grpc-url={endpoints.grpc_url}",
                         f"--triton-metrics-url={endpoints.metrics_url}"]
         elif url:
@@ -162,4 +175,5 @@ def run_checklist(pytester: pytest.Pytester, demo_server):
         runner = pytester.runpytest_subprocess if subprocess else pytester.runpytest
         return ChecklistRun(runner(*paths, *options), report_dir)
 
+    run.own_server = own_server
     return run

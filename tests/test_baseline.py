@@ -203,7 +203,7 @@ PERF_SELECT = ("-k", "benchmark_meets or throughput_latency or regression")
 
 
 def _first_run(run_checklist, tmp_path):
-    first = run_checklist(*PERF_FILES, args=(*PERF_SELECT, f"--triton-config={QUICK}"))
+    first = run_checklist(*PERF_FILES, url="own", args=(*PERF_SELECT, f"--triton-config={QUICK}"))
     report = first.report
     assert first.result("test_no_regression_against_baseline")["verdict"] == "incomplete"  # no baseline yet
     assert report["key_numbers"], report["key_numbers"]
@@ -220,7 +220,7 @@ def test_perf5_fails_against_a_baseline_doctored_to_30_percent_more_capacity(run
                 m["value"] = round(m["value"] * 1.3, 1)
     doctored_path = tmp_path / "doctored.json"
     doctored_path.write_text(json.dumps(document))
-    worse = run_checklist(*PERF_FILES, args=(*PERF_SELECT, f"--triton-config={QUICK}", f"--triton-baseline={doctored_path}"))
+    worse = run_checklist(*PERF_FILES, url="own", args=(*PERF_SELECT, f"--triton-config={QUICK}", f"--triton-baseline={doctored_path}"))
     perf5 = worse.result("test_no_regression_against_baseline")
     assert perf5["verdict"] == "fail", perf5
     regressions = [f["message"] for f in perf5["findings"] if f["severity"] == "error"]
@@ -239,7 +239,7 @@ def test_perf5_passes_against_its_own_previous_run(run_checklist, tmp_path):
     runs = tmp_path / "runs"
     (runs / "previous").mkdir(parents=True)
     (runs / "previous" / "readiness.json").write_text(json.dumps(document))
-    again = run_checklist(*PERF_FILES, args=(*PERF_SELECT, f"--triton-config={QUICK}", f"--triton-baseline={runs}"))
+    again = run_checklist(*PERF_FILES, url="own", args=(*PERF_SELECT, f"--triton-config={QUICK}", f"--triton-baseline={runs}"))
     assert again.report["baseline"]["path"] == str(runs / "previous" / "readiness.json")
     perf5 = again.result("test_no_regression_against_baseline")
     assert perf5["verdict"] == "pass", [f["message"] for f in perf5["findings"]]

@@ -134,8 +134,8 @@ def test_every_experiment_on_an_owned_server(run_checklist, pytester):
     assert not left, f"tritonserver processes left behind: {left}"
 
 
-def test_attached_server_runs_only_the_forced_reload(run_checklist, demo_server):
-    run = run_checklist(RECOVERY)
+def test_attached_server_runs_only_the_forced_reload(run_checklist):
+    run = run_checklist(RECOVERY, url="own")
     assert sorted(v.split()[0] for v in _verdicts(run).values()) == ["incomplete"] * 4 + ["pass"], _verdicts(run)
     run.outcome.assert_outcomes(passed=1, skipped=4)
     assert run.result("test_forced_reload_under_traffic_loses_no_request")["verdict"] == "pass"
@@ -150,7 +150,8 @@ def test_attached_server_runs_only_the_forced_reload(run_checklist, demo_server)
     from pytest_triton_ready.client import TritonClient
     from pytest_triton_ready.faults import RELOAD_MARKER
 
-    client = TritonClient(demo_server.endpoints.http_url, demo_server.endpoints.grpc_url)
+    endpoints = run_checklist.own_server().endpoints
+    client = TritonClient(endpoints.http_url, endpoints.grpc_url)
     try:
         assert RELOAD_MARKER not in (client.model_config("scale", fresh=True).get("parameters") or {})
     finally:
@@ -161,7 +162,7 @@ def test_no_fault_without_a_steady_state(run_checklist, demo_server, pytester):
     # 2 requests a second for half a second answer fewer requests than a steady state needs (10):
     # the steady state never holds, so nothing is reloaded.
     config = pytester.makefile(".yaml", triton_ready="faults:\n  rate_per_s: 2\n  steady_s: 0.5\n")
-    run = run_checklist(RECOVERY, args=(f"--triton-config={config}", "-k", "forced_reload"))
+    run = run_checklist(RECOVERY, url="own", args=(f"--triton-config={config}", "-k", "forced_reload"))
     run.outcome.assert_outcomes(skipped=1)
     result = run.result("test_forced_reload_under_traffic_loses_no_request")
     assert result["verdict"] == "incomplete"

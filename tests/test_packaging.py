@@ -27,8 +27,8 @@ def test_wheel_ships_checklist_and_demo_models(tmp_path):
     assert "triton-ready = pytest_triton_ready.cli:main" in text
 
 
-def test_console_script_runs_the_packaged_checklist_from_any_directory(demo_server, tmp_path):
-    endpoints = demo_server.endpoints
+def test_console_script_runs_the_packaged_checklist_from_any_directory(run_checklist, tmp_path):
+    endpoints = run_checklist.own_server().endpoints  # the whole checklist reloads and saturates: not the shared server
     result = subprocess.run(
         [sys.executable, "-m", "pytest_triton_ready.cli", f"--triton-url={endpoints.http_url}",
          f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}", f"--triton-config={QUICK_CHECKLIST}", "-q"],

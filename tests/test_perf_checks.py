@@ -49,7 +49,7 @@ def test_performance_phase_on_the_demo_scale_model(run_checklist, pytester):
     """PERF-1 passes with latency percentiles and server times, PERF-2 draws its curve and
     publishes the capacity facts a later check reads, CFG-2 sees batches larger than one."""
     reader = pytester.makepyfile(test_facts_reader=FACTS_READER)
-    run = run_checklist("test_performance.py", str(reader),
+    run = run_checklist("test_performance.py", str(reader), url="own",
                         args=("--triton-models=scale", "--triton-slo-p99-ms=500", *SHORT))
     perf1 = run.result("test_benchmark_meets_slo_at_target_load")
     assert perf1["verdict"] == "pass", perf1
@@ -91,7 +91,7 @@ def test_performance_phase_on_the_demo_scale_model(run_checklist, pytester):
 
 
 def test_an_slo_the_model_cannot_meet_fails_perf1_and_perf2(run_checklist):
-    run = run_checklist("test_performance.py", args=("--triton-models=scale", "--triton-slo-p99-ms=0.05", *SHORT,
+    run = run_checklist("test_performance.py", url="own", args=("--triton-models=scale", "--triton-slo-p99-ms=0.05", *SHORT,
                                                      "-k", "benchmark or curve"))
     perf1 = run.result("test_benchmark_meets_slo_at_target_load")
     assert perf1["verdict"] == "fail", perf1
@@ -164,10 +164,10 @@ def test_tune_batching_measures_delays_and_restores_the_config(run_checklist, de
     and leaves the server with the original max_queue_delay_microseconds."""
     from pytest_triton_ready.client import TritonClient
 
-    endpoints = demo_server.endpoints
+    endpoints = run_checklist.own_server().endpoints
     client = TritonClient(endpoints.http_url, endpoints.grpc_url)
     before = client.model_config("scale", fresh=True)["dynamic_batching"]["max_queue_delay_microseconds"]
-    run = run_checklist("test_performance.py", args=("--triton-models=scale", "--triton-slo-p99-ms=500", *SHORT,
+    run = run_checklist("test_performance.py", url="own", args=("--triton-models=scale", "--triton-slo-p99-ms=500", *SHORT,
                                                      "-k", "batching", "--triton-tune-batching"))
     cfg2 = run.result("test_dynamic_batching_under_stress")
     m = _measures(cfg2, "scale")

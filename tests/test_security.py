@@ -184,7 +184,7 @@ def test_tls_not_required_inside_the_cluster(run_checklist, pytester):
 
 # -- SEC-3 ---------------------------------------------------------------------------------------
 def test_bounded_models_refuse_every_malformed_request(run_checklist):
-    run = run_checklist("test_security.py", args=("-k", "malformed"))
+    run = run_checklist("test_security.py", url="own", args=("-k", "malformed"))
     run.outcome.assert_outcomes(passed=1)
     sec3 = run.result("test_malformed_requests_get_clean_errors")
     for model in ("scale", "cached_sum", "accumulate"):

@@ -411,7 +411,7 @@ def test_a_journal_that_cannot_be_written_is_one_readable_line(run_checklist, tm
     blocker.write_text("")
     config = tmp_path / "soak.yaml"
     config.write_text(f"soak:\n  window: 1s\n  journal: {blocker}/soak-journal.jsonl\n")
-    run = run_checklist("test_soak.py", args=("--triton-soak=2s", "--triton-models=scale", f"--triton-config={config}"),
+    run = run_checklist("test_soak.py", url="own", args=("--triton-soak=2s", "--triton-models=scale", f"--triton-config={config}"),
                         subprocess=True)
     run.outcome.assert_outcomes(failed=1)
     run.outcome.stdout.fnmatch_lines([f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: {blocker} is not a directory"])
