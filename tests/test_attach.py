@@ -201,11 +201,11 @@ def test_default_attached_run_changes_nothing_and_stays_under_the_ceiling(run_ch
                          ("test_forced_reload_under_traffic_loses_no_request", "reload"),
                          ("test_malformed_requests_get_clean_errors", "large_payloads")):
         result = verdicts[name]
-        assert result["verdict"] == "INCOMPLETE", (name, result["verdict"], result.get("reason"))
+        assert result["verdict"] == "incomplete", (name, result["verdict"], result.get("reason"))
         assert f"--triton-allow={switch}" in result["reason"], result["reason"]
     crash = verdicts["test_server_crash_restart_answers_correctly"]
-    assert crash["verdict"] == "INCOMPLETE" and "attach.fault_actions.server_crash" in crash["reason"]
-    assert verdicts["test_benchmark_meets_slo_at_target_load"]["verdict"] in ("PASS", "FAIL")
+    assert crash["verdict"] == "incomplete" and "attach.fault_actions.server_crash" in crash["reason"]
+    assert verdicts["test_benchmark_meets_slo_at_target_load"]["verdict"] in ("pass", "fail")
     assert run.outcome.ret == 6  # INCOMPLETE
 
 
@@ -291,18 +291,18 @@ def test_declared_faults_run_perf4_against_a_server_the_run_does_not_own(supervi
     text = outcome.stdout.str()
     assert "crash + restart: `kill -KILL" in text, text
     crash = results["test_server_crash_restart_answers_correctly"]
-    assert crash["verdict"] == "PASS", json.dumps(crash, indent=1)[:3000]
+    assert crash["verdict"] == "pass", json.dumps(crash, indent=1)[:3000]
     assert _measure(crash, "time from SIGKILL until the first correct inference") is not None
     assert any(e["label"].endswith("attach.fault_actions.server_crash.action") for e in crash["evidence"])
     sigterm = results["test_sigterm_under_traffic_is_graceful"]
-    assert sigterm["verdict"] == "PASS", json.dumps(sigterm, indent=1)[:3000]
+    assert sigterm["verdict"] == "pass", json.dumps(sigterm, indent=1)[:3000]
     assert _measure(sigterm, "exit code") == 0
     rollout = results["test_new_version_rollout_under_traffic_loses_no_request"]
-    assert rollout["verdict"] in ("PASS", "FAIL"), json.dumps(rollout, indent=1)[:3000]
+    assert rollout["verdict"] in ("pass", "fail"), json.dumps(rollout, indent=1)[:3000]
     assert not (repository / "scale" / "2").exists() and not any(
         p.name == "2" for m in repository.iterdir() for p in m.iterdir()), "the new version was not removed"
     dead = results["test_dead_instance_is_reported_and_recovers"]
-    assert dead["verdict"] in ("PASS", "FAIL"), json.dumps(dead, indent=1)[:3000]
+    assert dead["verdict"] in ("pass", "fail"), json.dumps(dead, indent=1)[:3000]
     assert _measure(dead, "time from unload + load until every instance answers") is not None
     assert (state / "starts").read_text().count("pid") >= 3  # the first start, after the crash, after SIGTERM
     print("\n".join(f"{name}: {_measure(r, m)}" for name, r, m in (
@@ -319,13 +319,13 @@ def test_a_declared_command_that_fails_is_an_error_finding_and_faults_need_the_s
     outcome, results, _ = _attached_run(pytester, endpoints, yaml_text, "test_performance_recovery.py",
                                         )
     crash = results["test_server_crash_restart_answers_correctly"]
-    assert crash["verdict"] == "FAIL", crash
+    assert crash["verdict"] == "fail", crash
     errors = [f["message"] for f in crash["findings"] if f["severity"] == "error"]
     assert any("attach.fault_actions.server_crash.action (`echo no such pod >&2; exit 4`) exited with code 4" in e
                and "no such pod" in e for e in errors), errors
-    assert results["test_sigterm_under_traffic_is_graceful"]["verdict"] == "PASS"
+    assert results["test_sigterm_under_traffic_is_graceful"]["verdict"] == "pass"
     no_switch = _declared_yaml(state, repository, allow="[reload]")
     outcome, results, _ = _attached_run(pytester, endpoints, no_switch, "test_performance_recovery.py")
     for name in ("test_server_crash_restart_answers_correctly", "test_sigterm_under_traffic_is_graceful"):
-        assert results[name]["verdict"] == "INCOMPLETE" and "--triton-allow=faults" in results[name]["reason"]
+        assert results[name]["verdict"] == "incomplete" and "--triton-allow=faults" in results[name]["reason"]
     assert (state / "starts").read_text().count("pid") == 2  # one SIGTERM, no crash

@@ -14,6 +14,8 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
+from urllib.parse import urlsplit
+
 from ..client import http_status
 from .declared import CommandResult, DeclaredFault, run_command
 from .injector import GracefulShutdown, InstanceRestart, ServerRestart, VersionRollout, _InjectorExperiment
@@ -79,6 +81,13 @@ class _Declared:
     def _answers(self) -> bool:
         return http_status(f"{self.injector.target.endpoints.http_url}/v2/health/live", 0.5) is not None
 
+    def _gone(self) -> bool:
+        """Nothing accepts a connection on the gRPC and metrics ports: the process has exited (or
+        is about to). Triton closes its HTTP port first, at the signal, so HTTP alone says nothing."""
+        endpoints = self.injector.target.endpoints
+        metrics = urlsplit(endpoints.metrics_url)
+        return not _accepts(endpoints.grpc_url) and not _accepts(f"{metrics.hostname}:{metrics.port or 80}")
+
 
 class DeclaredServerRestart(_Declared, ServerRestart):
     """Crash + restart: the declared action kills the server (or a replica); the deployment (or
@@ -127,7 +136,7 @@ class DeclaredGracefulShutdown(_Declared, GracefulShutdown):
         return self.run_action()
 
     def exited(self) -> bool:
-        return not self._answers()
+        return self._gone()
 
     def read_exit_code(self) -> int | None:
         if self.outcome.exit_s is None:
@@ -232,13 +241,19 @@ class DeclaredVersionRollout(_Declared, VersionRollout):
         if result is not None and not result.ok:
             return result.problem()
         client = self.injector.new_client(timeout_s=self.plan.recovery_timeout_s)
+        timeout = self.plan.recovery_timeout_s
         try:
             wait_until(lambda: all(e.get("state") not in ("LOADING", "UNLOADING") for e in client.repository_index()
-                                   if e.get("name") == self.model), self.plan.recovery_timeout_s, 0.2)
+                                   if e.get("name") == self.model), timeout, 0.2)
             client.load(self.model, config=self.original if self.override is not None else None)
-            if wait_until(lambda: client.model_ready(self.model, str(self.old)), self.plan.recovery_timeout_s,
-                          0.2) is None:
+            if wait_until(lambda: client.model_ready(self.model, str(self.old)), timeout, 0.2) is None:
                 return f"version {self.old} of {self.model} did not serve again"
+            # Version N+1 unloads in the background (seconds for the python backend); the server is
+            # not ready (strict readiness) until it is gone.
+            if wait_until(lambda: client.ready(), timeout, 0.2) is None:
+                states = [(e.get("version"), e.get("state")) for e in client.repository_index()
+                          if e.get("name") == self.model]
+                return f"the server was not ready again within {timeout:g} s ({self.model} versions: {states})"
         except Exception as exc:
             from .experiment import one_line
 
@@ -280,3 +295,14 @@ DeclaredInstanceRestart.restore_advice = _advice  # type: ignore[assignment]
 
 DECLARED = {"server_crash": DeclaredServerRestart, "sigterm": DeclaredGracefulShutdown,
             "instance_kill": DeclaredInstanceRestart, "new_version": DeclaredVersionRollout}
+
+
+def _accepts(host_port: str) -> bool:
+    import socket
+
+    host, _, port = host_port.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), 0.5).close()
+    except (OSError, ValueError):
+        return False
+    return True
