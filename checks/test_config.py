@@ -111,15 +111,18 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     readings = gpu.read()
     context.gpus = readings or None
     context.gpus_unknown_reason = f"no GPU reading ({gpu.unavailable_reason})"
-    may_reload = triton_settings.section("lint").get("measure_model_memory", triton.owns_process)
+    from pytest_triton_ready.plan import policy
+
+    reload_refused = policy(triton_settings).refusal("reload", "measuring a model's GPU memory unloads and "
+                                                               "reloads it")
+    may_reload = triton_settings.section("lint").get("measure_model_memory", True) and not reload_refused
     served = ready_names(triton.client)
     for source in (s for s in found.sources if has_gpu_instances(s.config, [g.index for g in readings])):
         if not readings:
             continue  # the rule says why it could not look
         if not may_reload:
-            context.model_memory_unmeasured[source.name] = (
-                "measuring a model's GPU memory unloads and reloads it, done only on a server this run "
-                "launched or with lint.measure_model_memory: true")
+            context.model_memory_unmeasured[source.name] = reload_refused or (
+                "measuring a model's GPU memory unloads and reloads it: lint.measure_model_memory is false")
         elif source.name not in served:
             context.model_memory_unmeasured[source.name] = "the model is not loaded on the server"
         else:

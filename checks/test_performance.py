@@ -13,6 +13,7 @@ from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted,
     sweep_levels
 from pytest_triton_ready.load.profile import profile
 from pytest_triton_ready.models import ready_models
+from pytest_triton_ready.plan import require_allowed
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -134,6 +135,7 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     point is within the latency budget; the curve, its knee and the capacity within SLO are reported.
     A model with fewer than half of its points (or two) stable and valid makes the check INCOMPLETE
     and publishes no capacity."""
+    require_allowed(check, triton.settings, "saturate", "the throughput-latency sweep drives every model to saturation")
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to sweep")
@@ -227,6 +229,7 @@ def test_dynamic_batching_under_stress(triton, load, check, triton_facts):
     """At the saturation concurrency (2 x max_batch_size x instances) a dynamically batched model
     forms batches larger than 1 (near its preferred sizes when set); the queue share of latency is
     reported with the parameter to move when it is above batching_queue_share_max."""
+    require_allowed(check, triton.settings, "saturate", "the batching check drives every batched model to saturation")
     settings = triton.settings
     profiles = [p for p in _profiles(triton) if p.max_batch_size > 0 and not p.sequence]
     if not profiles:
@@ -322,6 +325,7 @@ def test_gpu_utilization_under_load(triton, load, gpu, check):
     lower wastes the GPU, pinned at the top with a growing queue means the deployment needs more."""
     if not gpu.read():
         check.not_applicable(f"no GPU to read: {gpu.unavailable_reason}")
+    require_allowed(check, triton.settings, "saturate", "the GPU utilization check drives every model to saturation")
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to load the GPU with")

@@ -1,7 +1,10 @@
 """Phase "security": beyond the review's list, what an exposed inference server must not allow.
 
 SEC-1 restricted APIs, SEC-2 transport (TLS and certificates), SEC-3 malformed input, SEC-4 secrets
-kept out of every output. Every probe is read-only: nothing on the server changes.
+kept out of every output. No probe changes the server's models or settings (SEC-1's load and unload
+name a model that does not exist). SEC-3's oversize payload is a large request body, which a model
+with a variable dimension may execute: against an attached server it is sent only when
+`attach.allow` has `large_payloads` (or the payload is under attach.max_payload_mib).
 """
 
 import json
@@ -142,6 +145,11 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     if not models:
         check.incomplete("no READY model to send malformed requests to")
     oversize = int(check.threshold("malformed_oversize_payload_mib").value * 2**20)
+    from pytest_triton_ready.plan import policy
+
+    large_refused = policy(triton_settings).refusal("large_payloads", f"the oversize payload case sends "
+                                                                      f"{oversize / 2**20:g} MiB to every model") \
+        if policy(triton_settings).large_payload(oversize) else None
     table: list[str] = []
 
     def send(case):
@@ -195,6 +203,9 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
         config = client.model_config(model)
         sequence = client.is_sequence_model(model)
         cases = build_cases(model, before.inputs, config, oversize, sequence)
+        if large_refused:
+            cases = [c for c in cases if c.name != "oversize payload"]
+            table.append(f"{model:20} oversize payload: not sent (large_payloads is not allowed)")
         if first_good_body is None:
             from pytest_triton_ready.security.malformed import json_tensor
 
@@ -213,6 +224,11 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     if any(f.rule == "oversize payload" and f.severity == "error" for f in check.errors):
         check.recommend("Bound the model's variable input dimensions in config.pbtxt (dims), or cap the request "
                         "body size where the traffic enters (e.g. the ingress' maximum body size).")
+    if large_refused:
+        if check.errors:
+            check.finding(large_refused, severity="warning", rule="attach.allow")
+        else:
+            check.incomplete(large_refused)
 
 
 def _server_healthy(client):

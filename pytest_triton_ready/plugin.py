@@ -28,6 +28,7 @@ RUN_KEY = pytest.StashKey[Run]()
 RECORDER_KEY = pytest.StashKey[CheckRecorder]()
 REPORT_FILES_KEY = pytest.StashKey[dict]()
 REPORT_ERROR_KEY = pytest.StashKey[str]()
+PLAN_ONLY_KEY = pytest.StashKey[bool]()
 
 PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", "OPS": "operations",
                    "SEC": "security"}
@@ -53,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "secret); repeatable.")
     group.addoption("--triton-threshold", dest="triton_thresholds", action="append", default=[], metavar="NAME=VALUE",
                     help="Override a named threshold (see README); repeatable.")
+    group.addoption("--triton-plan", dest="triton_plan", action="store_true", default=False,
+                    help="Print the run plan (the server, who owns it, every action that will change or stress "
+                         "it) and exit 0 without contacting the server.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -198,8 +202,9 @@ def load(triton, gpu):
       the same windows: a Measurement with `.stats`, `.stable`, `.valid`, `.problem()`, `.server`.
     """
     from .load import LoadEngine
+    from .plan import guard_load
 
-    return LoadEngine.for_target(triton, gpu_reader=gpu)
+    return guard_load(LoadEngine.for_target(triton, gpu_reader=gpu), triton.settings)  # the attach load ceiling
 
 
 @pytest.fixture(scope="session")
@@ -301,11 +306,42 @@ def _scope_source(config: pytest.Config) -> str:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """SIGTERM (what CI sends on cancel) ends the run like Ctrl-C: the report is still written."""
+    """The run plan before the first check (`--triton-plan`: only the plan, then exit 0). SIGTERM
+    (what CI sends on cancel) ends the run like Ctrl-C: the report is still written."""
     run = session.config.stash.get(RUN_KEY, None)
-    if run is None or run.scope is None or threading.current_thread() is not threading.main_thread():
+    if run is None or run.scope is None:
+        return
+    _show_plan(session, run)
+    if session.config.stash.get(PLAN_ONLY_KEY, False) or threading.current_thread() is not threading.main_thread():
         return
     run.previous_sigterm = signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+
+
+def _show_plan(session: pytest.Session, run: Run) -> None:
+    """Print what is under test, who owns it and what the checks about to run will do to it."""
+    from .plan import plan_block
+
+    running = {identity[0] for identity in map(_check_identity, session.items) if identity is not None}
+    waived = sorted({i.check_id for i in run.scope.items if run.scope.live_waiver(i)})
+    text = plan_block(run.settings, running)
+    if waived:
+        text += "\n  waived (gate.waivers), not run: " + ", ".join(waived)
+    if session.config.getoption("triton_plan", False):
+        session.config.stash[PLAN_ONLY_KEY] = True
+        text += "\n  --triton-plan: nothing was sent to the server"
+    writer = session.config.pluginmanager.get_plugin("terminalreporter")
+    if writer is not None:
+        writer.write_line("")
+        for line in text.splitlines():
+            writer.write_line(line)
+    else:
+        print(text, flush=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """`--triton-plan`: the plan was printed; run no check."""
+    return True if session.config.stash.get(PLAN_ONLY_KEY, False) else None
 
 
 def _interrupt_on_sigterm(signum, frame) -> None:
@@ -485,6 +521,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run = session.config.stash.get(RUN_KEY, None)
     if run is None or (not run.results and run.scope is None):
         return
+    if session.config.stash.get(PLAN_ONLY_KEY, False):
+        session.exitstatus = pytest.ExitCode.OK
+        return
     _restore_sigterm(run)
     _record_unreached(run, session.exitstatus)
     run.finished_at = now_iso()
@@ -564,7 +603,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     """A compact checklist table: one row per check, its verdict, and what decided it; then what
     did not run, the report's files and the verdict. An unreachable server gets its one line only."""
     run = config.stash.get(RUN_KEY, None)
-    if run is None or (not run.results and run.scope is None):
+    if run is None or (not run.results and run.scope is None) or config.stash.get(PLAN_ONLY_KEY, False):
         return
     from .report.terminal import checklist_rows
 
@@ -609,7 +648,8 @@ def _write_scope(writer, run: Run) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Repeat the verdict as the very last line of the run's output, after pytest's own summary."""
     writer = config.pluginmanager.get_plugin("terminalreporter")
-    if writer is not None and config.stash.get(RUN_KEY, None) is not None:
+    if writer is not None and config.stash.get(RUN_KEY, None) is not None and not config.stash.get(PLAN_ONLY_KEY,
+                                                                                                      False):
         _write_verdict(config, writer)
 
 

@@ -112,6 +112,12 @@ def _flag(text: str | bool) -> bool:
     raise ValueError(f"must be true or false, got {text!r}")
 
 
+def _allow_list(text: str | list[str]) -> list[str]:
+    from .plan import parse_allow  # the plan module owns the action classes
+
+    return parse_allow(text)
+
+
 def _model_list(text: str | list[str]) -> list[str]:
     if isinstance(text, list):
         return text
@@ -185,6 +191,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", _positive_float, None, "INFER_PER_S"),
     Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
     Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
+    Option("triton_allow", "attach.allow", "Classes of action allowed on an attached server (a server this run did not start): reload, faults, saturate, large_payloads; comma-separated. Default: none (the run changes nothing and stays under the load ceiling).", _allow_list, None, "A,B"),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
     Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
 )
@@ -272,6 +279,7 @@ def phase_sections() -> dict[str, type[BaseModel]]:
     lazily: the phase packages import the settings themselves)."""
     from .faults.plan import FaultsSection
     from .gate import GateSection
+    from .plan import AttachSection
     from .load.profile import PerformanceSection
     from .monitoring.config import MonitoringSection
     from .operations.schema import OperationsSection
@@ -281,7 +289,7 @@ def phase_sections() -> dict[str, type[BaseModel]]:
 
     return {"lint": LintSection, "performance": PerformanceSection, "soak": SoakSection, "faults": FaultsSection,
             "monitoring": MonitoringSection, "operations": OperationsSection, "security": SecuritySection,
-            "gate": GateSection}
+            "gate": GateSection, "attach": AttachSection}
 
 
 @functools.cache
@@ -326,6 +334,7 @@ class Settings:
     triton_slo_min_throughput: float | None = None
     triton_soak: float = 60.0
     triton_tune_batching: bool = False
+    triton_allow: list[str] | None = None
     readiness_report: Path = Path("triton-ready-report")
     triton_baseline: Path | None = None
     headers: dict[str, str] = field(default_factory=dict)

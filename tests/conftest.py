@@ -161,13 +161,16 @@ def run_checklist(pytester: pytest.Pytester, demo_server, request: pytest.Fixtur
             own.append(launcher)
         return own[0]
 
-    def run(*files: str, args: tuple[str, ...] = (), url: str | None = "demo", subprocess: bool = True) -> ChecklistRun:
+    def run(*files: str, args: tuple[str, ...] = (), url: str | None = "demo", subprocess: bool = True,
+            allow: str | None = "reload,faults,saturate,large_payloads") -> ChecklistRun:
         paths = [str(CHECKS / f) if not Path(f).is_absolute() else f for f in files] or [str(CHECKS)]
         options = list(args)
         if url in ("demo", "own"):
             endpoints = (demo_server if url == "demo" else own_server()).endpoints
             options += [f"--triton-url={endpoints.http_url}", f"--triton-grpc-url={endpoints.grpc_url}",
                         f"--triton-metrics-url={endpoints.metrics_url}"]
+            if allow:  # the shared demo server is attached only to save start-ups: the tests may change it
+                options.append(f"--triton-allow={allow}")
         elif url:
             options.append(f"--triton-url={url}")
         report_dir = pytester.path / "report"

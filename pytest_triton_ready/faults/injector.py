@@ -55,13 +55,36 @@ class FaultInjector:
         """True when the run started the server and may kill, restart and signal it."""
         return bool(self.target.owns_process)
 
-    def destructive_unavailable(self) -> str | None:
-        """Why destructive experiments cannot run here, or None when they can."""
-        if not self.owns_process:
-            return (f"the server is attached ({self.target.endpoints.http_url}), not owned by this run: "
-                    "killing instances or the server needs a launcher that owns it (--triton-launch=embedded "
-                    "or container)")
-        return None
+    @property
+    def policy(self):
+        """What this run may do to the server (`pytest_triton_ready.plan.Policy`)."""
+        if getattr(self, "_policy", None) is None:
+            from ..plan import policy
+
+            self._policy = policy(self.target.settings)
+        return self._policy
+
+    def declared(self, kind: str):
+        """The declared fault action of `kind` (attach.fault_actions) on an attached server, or None."""
+        return None if self.owns_process else self.policy.declared(kind)
+
+    def destructive_unavailable(self, kind: str | None = None) -> str | None:
+        """Why a destructive experiment (of `kind`: server_crash, sigterm, instance_kill, new_version)
+        cannot run here, or None when it can: on a server this run owns always; on an attached one
+        with a declared fault action for it and `faults` allowed."""
+        if self.owns_process:
+            return None
+        declared = self.declared(kind) if kind else None
+        if declared is None:
+            how = (f"declare how to cause it in attach.fault_actions.{kind} (docs/faults.md), or use a launcher "
+                   "that owns it (--triton-launch=embedded or container)" if kind else
+                   "killing instances or the server needs a launcher that owns it (--triton-launch=embedded "
+                   "or container) or a declared fault action (attach.fault_actions)")
+            return f"the server is attached ({self.target.endpoints.http_url}), not owned by this run: {how}"
+        from ..plan import FAULT_CHECK
+
+        return self.policy.refusal("faults", f"the {FAULT_CHECK[kind]} experiment runs attach.fault_actions.{kind} "
+                                             f"(`{declared.action.shown()}`)")
 
     @property
     def client(self):
@@ -206,30 +229,38 @@ class FaultInjector:
         model's own configuration is loaded back afterwards, even when the reload request timed out."""
         return self.run(ForcedReload(self, model))
 
+    def _pick(self, kind: str, built_in: type, model: str) -> Outcome:
+        """The built-in experiment, or on an attached server the one that runs the declared action."""
+        if self.declared(kind) is not None:
+            from .declared_experiments import DECLARED
+
+            return self.run(DECLARED[kind](self, model, self.declared(kind)))
+        return self.run(built_in(self, model))
+
     def version_rollout(self, model: str) -> ReloadOutcome:
         """Roll out version N+1 of `model` under traffic, on a scratch copy of its repository
         served by a second server like the run's one: the version appears on disk, a load picks it
         up, and traffic without a version must keep flowing while N+1 replaces N."""
-        return self.run(VersionRollout(self, model))
+        return self._pick("new_version", VersionRollout, model)
 
     def instance_restart(self, model: str) -> InstanceRestartOutcome:
         """Kill one instance of `model` (its python backend stub) under traffic. Watch what clients
         see and what the ready endpoints say, then recover with unload + load and time until every
         instance answers again."""
-        return self.run(InstanceRestart(self, model))
+        return self._pick("instance_kill", InstanceRestart, model)
 
     def server_restart(self, model: str) -> ServerRestartOutcome:
         """SIGKILL the server under traffic and start it again through its launcher: time to live,
         to ready, to the first correct inference (the same answer as before the crash), and no
         process of the old server left behind."""
-        return self.run(ServerRestart(self, model))
+        return self._pick("server_crash", ServerRestart, model)
 
     def graceful_shutdown(self, model: str) -> ShutdownOutcome:
         """SIGTERM the server under traffic: requests in flight must complete, new ones be refused
         cleanly (connection refused, or an answer that the model is unavailable), readiness must
         drop before the process exits, and the exit must come within the exit timeout. Then the
         server is started again for the checks after this one."""
-        return self.run(GracefulShutdown(self, model))
+        return self._pick("sigterm", GracefulShutdown, model)
 
     @staticmethod
     def errors_after(outcome: Outcome, t_s: float | None) -> dict[str, int]:
@@ -246,13 +277,14 @@ class _InjectorExperiment(Experiment):
     restore (server up and ready, every instance of the model answering)."""
 
     destructive = True
+    kind: str | None = None  # the fault kind a declared action can stand in for (attach.fault_actions)
 
     def __init__(self, injector: FaultInjector, model: str) -> None:
         super().__init__(model, injector.plan, injector.success_rate_min)
         self.injector = injector
 
     def unavailable(self) -> str | None:
-        return self.injector.destructive_unavailable() if self.destructive else None
+        return self.injector.destructive_unavailable(self.kind) if self.destructive else None
 
     def open_traffic(self) -> Any:
         return self.injector._traffic(self.model)
@@ -272,6 +304,10 @@ class ForcedReload(_InjectorExperiment):
     destructive = False
     EVENT = "reload requested"
     refused = False  # the server answered the reload request with an error: nothing changed
+
+    def unavailable(self) -> str | None:
+        return self.injector.policy.refusal("reload", f"the forced reload reloads {self.model} with a config "
+                                                      "override under traffic, then its own config")
 
     def prepare(self) -> None:
         outcome = self.outcome
@@ -343,6 +379,7 @@ class ForcedReload(_InjectorExperiment):
 class VersionRollout(_InjectorExperiment):
     name = "new version rollout"
     outcome_type = ReloadOutcome
+    kind = "new_version"
 
     def prepare(self) -> None:
         from ..load import LoadEngine
@@ -386,7 +423,9 @@ class VersionRollout(_InjectorExperiment):
             return own["client"].model_ready(model, str(new)) and own["client"].infer(model, version=str(new)).ok
 
         watcher = Watcher({"new version serves": new_version_serves}, interval_s=0.05)
-        add_version(self.model_dir, self.old, new)
+        self.fault_attempted = True
+        if not self.place_new_version():
+            return
         self.note_fault(traffic, self.event)
         watcher.on_first = traffic.event
         watcher.start()
@@ -403,6 +442,11 @@ class VersionRollout(_InjectorExperiment):
         watcher.stop()
         if "client" in own:
             own["client"].close()
+
+    def place_new_version(self) -> bool:
+        """Version N+1 appears in the repository; False when it could not be placed."""
+        add_version(self.model_dir, self.old, self.new)
+        return True
 
     def verdict(self) -> None:
         outcome = self.outcome
@@ -427,10 +471,11 @@ class VersionRollout(_InjectorExperiment):
 class InstanceRestart(_InjectorExperiment):
     name = "instance restart"
     outcome_type = InstanceRestartOutcome
+    kind = "instance_kill"
 
     def unavailable(self) -> str | None:
         reason = super().unavailable()
-        if reason is None and not self.injector.stubs(self.model):
+        if reason is None and self.injector.owns_process and not self.injector.stubs(self.model):
             reason = (f"{self.model} has no python backend stub process this run can see: an instance of another "
                       "backend lives inside the server process and cannot be killed alone")
         return reason
@@ -448,8 +493,9 @@ class InstanceRestart(_InjectorExperiment):
         injector, outcome, model, plan = self.injector, self.outcome, self.model, self.plan
         client, prober = injector.client, self.prober
         self.fault_attempted = True
-        victim = injector.kill_stub(model)
-        outcome.instance = victim.instance
+        outcome.instance = self.cause()
+        if outcome.instance is None:
+            return
         traffic.event(self.event)
         observe_until = time.monotonic() + plan.observe_s
         while time.monotonic() < observe_until:
@@ -459,9 +505,7 @@ class InstanceRestart(_InjectorExperiment):
         probe = prober.probe()
         outcome.probe_while_dead = probe.describe()
         outcome.unhealthy_instances = probe.unhealthy_instances
-        outcome.restarted_by_server = any(s.instance == victim.instance for s in injector.stubs(model))
-        client.load(model)  # a plain load of an unchanged model: a no-op, no new stub
-        outcome.plain_load_recovered = any(s.instance == victim.instance for s in injector.stubs(model))
+        self.after_kill()
         traffic.event("recovery: unload + load")
         started = time.monotonic()
         injector.unload_and_load(model)
@@ -473,6 +517,17 @@ class InstanceRestart(_InjectorExperiment):
                 traffic.event("every instance answered a probe")
                 break
             time.sleep(0.1)
+
+    def cause(self) -> str | None:
+        """Kill one instance; its name (None: no fault was caused)."""
+        return self.injector.kill_stub(self.model).instance
+
+    def after_kill(self) -> None:
+        """What the server did about the dead instance by itself, and whether a plain load helps."""
+        injector, outcome, model = self.injector, self.outcome, self.model
+        outcome.restarted_by_server = any(s.instance == outcome.instance for s in injector.stubs(model))
+        injector.client.load(model)  # a plain load of an unchanged model: a no-op, no new stub
+        outcome.plain_load_recovered = any(s.instance == outcome.instance for s in injector.stubs(model))
 
     def release(self) -> None:
         self.prober.close()
@@ -498,6 +553,7 @@ class InstanceRestart(_InjectorExperiment):
 class ServerRestart(_InjectorExperiment):
     name = "server restart"
     outcome_type = ServerRestartOutcome
+    kind = "server_crash"
 
     def prepare(self) -> None:
         injector = self.injector
@@ -519,7 +575,8 @@ class ServerRestart(_InjectorExperiment):
         http = injector.target.endpoints.http_url
         self.note_fault(traffic, "SIGKILL")
         killed = time.monotonic()
-        injector.kill_server()
+        if not self.cause():
+            return
         outcome.kill_s = time.monotonic() - killed
         outcome.left_behind = still_running(self.before) if self.before else None
         watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live", 1.0) == 200,
@@ -527,7 +584,7 @@ class ServerRestart(_InjectorExperiment):
                            "first correct inference": self._correct_inference}, on_first=traffic.event)
         traffic.event("restart")
         watcher.start()
-        _catching(injector.start_server, self.starter_error)()
+        _catching(self.bring_back, self.starter_error)()
         watcher.wait(plan.recovery_timeout_s)
         watcher.stop()
         offset = watcher.started - killed
@@ -538,6 +595,15 @@ class ServerRestart(_InjectorExperiment):
         since = traffic.elapsed_s()
         wait_until(lambda: any(b.ok for b in traffic.timeline_so_far()[0] if b.t_s >= since),
                    plan.recovery_timeout_s, 0.1)
+
+    def cause(self) -> bool:
+        """Crash the server; False when no fault was caused."""
+        self.injector.kill_server()
+        return True
+
+    def bring_back(self) -> None:
+        """Start the crashed server again (the launcher's start)."""
+        self.injector.start_server()
 
     def release(self) -> None:
         try:
@@ -560,6 +626,7 @@ class ServerRestart(_InjectorExperiment):
 class GracefulShutdown(_InjectorExperiment):
     name = "graceful shutdown"
     outcome_type = ShutdownOutcome
+    kind = "sigterm"
 
     def prepare(self) -> None:
         injector = self.injector
@@ -577,16 +644,28 @@ class GracefulShutdown(_InjectorExperiment):
         injector, outcome = self.injector, self.outcome
         http = injector.target.endpoints.http_url
         watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready", 1.0) != 200,
-                           "exited": lambda: injector.processes.exit_code() is not None}, on_first=traffic.event)
+                           "exited": self.exited}, on_first=traffic.event)
         outcome.in_flight_at_sigterm = traffic.in_flight
         self.note_fault(traffic, "SIGTERM")
-        injector.terminate_server()
+        if not self.cause():
+            return
         watcher.start()
         watcher.wait(outcome.exit_timeout_s + 10)
         watcher.stop()
         outcome.ready_drop_s = watcher.first.get("readiness dropped")
         outcome.exit_s = watcher.first.get("exited")
-        outcome.exit_code = injector.processes.exit_code()
+        outcome.exit_code = self.read_exit_code()
+
+    def cause(self) -> bool:
+        """Send SIGTERM; False when no fault was caused."""
+        self.injector.terminate_server()
+        return True
+
+    def exited(self) -> bool:
+        return self.injector.processes.exit_code() is not None
+
+    def read_exit_code(self) -> int | None:
+        return self.injector.processes.exit_code()
 
     def verdict(self) -> None:
         if not self.fault_attempted or self.outcome.incomplete:

@@ -22,6 +22,9 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     restore_error: str | None = None  # the server could not be brought back for later checks
     restore_advice: str | None = None  # then: what state it may be left in, and what to do
+    declared_by: str | None = None  # attach.fault_actions.<kind> when a declared action caused the fault
+    action_error: str | None = None  # a declared command failed or timed out: what it did
+    commands: list[Any] = field(default_factory=list)  # declared.CommandResult of every command run
 
     @property
     def bins(self) -> list[Any]:
@@ -49,7 +52,10 @@ class Outcome:
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready numbers, for evidence and for facts other checks read."""
-        data = {k: v for k, v in vars(self).items() if k not in ("traffic", "steady", "notes", "restore_advice")}
+        data = {k: v for k, v in vars(self).items()
+                if k not in ("traffic", "steady", "notes", "restore_advice", "commands")}
+        if self.commands:
+            data["commands"] = [c.to_dict() for c in self.commands]
         if self.traffic is not None:
             stats = self.traffic.stats
             data["traffic"] = {"ok": stats.count_ok, "errors": stats.count_errors, "dropped": stats.dropped,
@@ -92,7 +98,7 @@ class InstanceRestartOutcome(Outcome):
     model_ready_while_dead: list[int] = field(default_factory=list)
     probe_while_dead: str | None = None
     unhealthy_instances: list[str] = field(default_factory=list)
-    restarted_by_server: bool = False
+    restarted_by_server: bool | None = False  # None: the server's processes cannot be seen from here
     plain_load_recovered: bool | None = None
     recovery_s: float | None = None  # from unload + load until every instance answered
     impact_s: float | None = None  # from the kill until clients saw clean service again

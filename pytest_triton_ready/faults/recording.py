@@ -29,7 +29,11 @@ def record_outcome(check: Any, outcome: Outcome, rate_per_s: float | None = None
                                                                           key=lambda item: -item[1])))
     for note in outcome.notes:
         check.finding(note, severity="info", model=outcome.model)
+    for command in outcome.commands:
+        check.evidence(f"{outcome.experiment}: {command.what}", command.evidence())
     check.evidence(f"{outcome.experiment}: numbers", json.dumps(outcome.summary(), indent=1, default=str))
+    if outcome.action_error:
+        check.finding(outcome.action_error, model=outcome.model, rule=outcome.declared_by)
     if outcome.restore_error:
         check.finding(outcome.restore_finding(), model=outcome.model)
 
