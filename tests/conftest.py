@@ -169,7 +169,7 @@ def run_checklist(pytester: pytest.Pytester, demo_server, request: pytest.Fixtur
             endpoints = (demo_server if url == "demo" else own_server()).endpoints
             options += [f"--triton-url={endpoints.http_url}", f"--triton-grpc-url={endpoints.grpc_url}",
                         f"--triton-metrics-url={endpoints.metrics_url}"]
-            if allow:  # the shared demo server is attached only to save start-ups: the tests may change it
+            if allow:  # attached only to save start-ups; `demo_server` verifies the shared one is left as found
                 options.append(f"--triton-allow={allow}")
         elif url:
             options.append(f"--triton-url={url}")
