@@ -326,6 +326,7 @@ def _show_plan(session: pytest.Session, run: Run) -> None:
     text = plan_block(run.settings, running)
     if waived:
         text += "\n  waived (gate.waivers), not run: " + ", ".join(waived)
+    run.plan = text.splitlines()
     if session.config.getoption("triton_plan", False):
         session.config.stash[PLAN_ONLY_KEY] = True
         text += "\n  --triton-plan: nothing was sent to the server"

@@ -31,6 +31,7 @@ class Run:
     waivers: list = field(default_factory=list)  # gate.Waiver from the YAML's gate.waivers
     previous_sigterm: Any = None
     collection_errors: list[str] = field(default_factory=list)
+    plan: list[str] = field(default_factory=list)  # the run plan's lines, as printed before the first check
 
     def recorded(self) -> set[str]:
         return {r.nodeid for r in self.results}

@@ -39,6 +39,8 @@ def build_document(run) -> dict[str, Any]:
     }
     if run.scope is not None:
         document["scope"] = run.scope.to_dict(run.recorded())
+    if run.plan:
+        document["plan"] = run.plan
     if run.facts:  # what checks left for later ones: capacity, the capacity plan, experiments, live layers
         document["facts"] = run.facts
     document["key_numbers"] = key_numbers(results)

@@ -60,6 +60,8 @@ def render_markdown(document: dict[str, Any]) -> str:
         lines += [f"- – **{r.check_id}** {r.title} ({VERDICT_LABELS[r.verdict]}): {_one_line(r.reason or '')}"
                   for r in undecided]
     lines += scope_lines(document.get("scope"))
+    if document.get("plan"):
+        lines += ["", "## Run plan", "", "```", *document["plan"], "```"]
     not_applicable = [r for r in results if r.verdict == Verdict.NOT_APPLICABLE]
     if not_applicable:
         lines += ["", "## Not applicable", ""]
