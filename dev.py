@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("TRITON_READY_VENV", ROOT / ".venv"))
-EXTRAS = "server,gpu,container,test"
+EXTRAS = "server,gpu,container,test,distributed,kubernetes"
 
 
 def venv_python() -> Path:

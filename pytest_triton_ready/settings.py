@@ -161,6 +161,20 @@ def _http_url(text: str) -> str:
     return full
 
 
+def _load_cluster(text: str) -> str:
+    """`auto` (the Ray cluster this host belongs to), `ray://host:port` (Ray Client) or `host:port`
+    (the cluster's GCS address)."""
+    text = str(text).strip()
+    if text == "auto":
+        return text
+    what = "auto, ray://HOST:PORT or HOST:PORT"
+    rest = text.removeprefix("ray://")
+    if "://" in rest or "/" in rest or not re.search(r":\d+$", rest):
+        raise ValueError(f"expected {what}, got {text!r}")
+    _host_port(rest, what, text)
+    return text
+
+
 def _grpc_address(text: str) -> str:
     """host:port (grpc:// or dns: prefixes are not accepted: the client takes host:port)."""
     text = str(text).strip()
@@ -192,6 +206,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
     Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("triton_allow", "attach.allow", "Classes of action allowed on an attached server (a server this run did not start): reload, faults, saturate, large_payloads; comma-separated. Default: none (the run changes nothing and stays under the load ceiling).", _allow_list, None, "A,B"),
+    Option("triton_load_cluster", "fleet.load_cluster", "Run the load engine's workers on a Ray cluster: auto, ray://HOST:PORT or HOST:PORT (needs the [distributed] extra); default: worker processes on this machine.", _load_cluster, None, "ADDRESS"),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
     Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
 )
@@ -278,6 +293,7 @@ def phase_sections() -> dict[str, type[BaseModel]]:
     """Each YAML section a phase owns, by name: declared in the phase's module (imported here
     lazily: the phase packages import the settings themselves)."""
     from .faults.plan import FaultsSection
+    from .fleet.targets import FleetSection
     from .gate import GateSection
     from .plan import AttachSection
     from .load.profile import PerformanceSection
@@ -289,7 +305,7 @@ def phase_sections() -> dict[str, type[BaseModel]]:
 
     return {"lint": LintSection, "performance": PerformanceSection, "soak": SoakSection, "faults": FaultsSection,
             "monitoring": MonitoringSection, "operations": OperationsSection, "security": SecuritySection,
-            "gate": GateSection, "attach": AttachSection}
+            "gate": GateSection, "attach": AttachSection, "fleet": FleetSection}
 
 
 @functools.cache
@@ -335,6 +351,7 @@ class Settings:
     triton_soak: float = 60.0
     triton_tune_batching: bool = False
     triton_allow: list[str] | None = None
+    triton_load_cluster: str | None = None
     readiness_report: Path = Path("triton-ready-report")
     triton_baseline: Path | None = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -592,7 +609,7 @@ SECTION_DOCS = {
     "server": "docs/container-and-gpu.md", "inputs": "README.md", "report": "docs/report.md",
     "lint": "docs/config-rules.md", "performance": "docs/load-engine.md", "soak": "docs/soak.md",
     "faults": "docs/faults.md", "monitoring": "docs/monitoring.md", "operations": "docs/operations-security.md",
-    "security": "docs/operations-security.md",
+    "security": "docs/operations-security.md", "fleet": "docs/fleet.md",
 }
 
 

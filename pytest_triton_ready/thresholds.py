@@ -158,4 +158,9 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "batching_queue_share_max": ThresholdSpec(0.40, "ratio", "CFG-2: largest share of server latency spent queued before advice is given", RATIO),
     "gpu_utilization_min": ThresholdSpec(0.70, "ratio", "GPU utilization under load: lower edge of the healthy band", RATIO),
     "gpu_utilization_max": ThresholdSpec(0.85, "ratio", "GPU utilization under load: upper edge of the healthy band", RATIO),
+    # fleet (CFG-5, PERF-6, PERF-4 replica death; docs/fleet.md)
+    "fleet_spread_max_deviation": ThresholdSpec(0.25, "ratio", "PERF-6: largest relative deviation of a replica's share of the traffic from its expected share (|share - expected| / expected)", NON_NEGATIVE),
+    "fleet_capacity_ratio_min": ThresholdSpec(0.80, "ratio", "PERF-6: lowest fleet capacity through the balancer / the sum of the replicas' capacities measured one by one", RATIO),
+    "fleet_death_lost_fraction_max": ThresholdSpec(0.01, "ratio", "PERF-4 replica death: largest share of the requests after the kill that may fail or be dropped", RATIO),
+    "fleet_death_reroute_max_s": ThresholdSpec(10.0, "s", "PERF-4 replica death: longest time from the kill until the balancer stops sending requests that fail", NON_NEGATIVE),
 }

@@ -47,6 +47,7 @@ class Measurement:
     protocol: str = "grpc"
     workers: int = 1
     traffic: TrafficResult | None = field(default=None, repr=False)
+    cluster: dict[str, Any] | None = None  # Ray workers: address, nodes, clock offsets (load/ray_workers.py)
 
     @property
     def trustworthy(self) -> bool:
@@ -72,7 +73,8 @@ class Measurement:
                 "stable": self.stable, "stability": self.stability_detail, "valid": self.valid,
                 "validity": self.validity_detail, "rules": self.rules.describe(),
                 "server": self.server.to_dict() if self.server else None,
-                "windows": [w.to_dict() for w in self.windows]}
+                "windows": [w.to_dict() for w in self.windows],
+                **({"cluster": self.cluster} if self.cluster is not None else {})}
 
 
 class LoadEngine:
@@ -204,6 +206,12 @@ class LoadEngine:
             plan = TrafficPlan({model: pool}, "open", rates={model: rate}, poisson=poisson, warmup_s=rules.warmup_s,
                                window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows,
                                request_timeout_s=self.request_timeout_s)
+        cluster = getattr(self.settings, "triton_load_cluster", None)
+        if cluster:  # workers on a Ray cluster (load/ray_workers.py); failures make the measurement INCOMPLETE
+            from .ray_workers import measure_on_cluster
+
+            return measure_on_cluster(self, cluster, model, plan, rules, concurrency, rate, protocol, server_stats,
+                                      done)
         count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
         if count > 1:
             probe = self.probe_factory([model]) if server_stats and self.probe_factory else None

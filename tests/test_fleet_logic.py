@@ -1,0 +1,174 @@
+"""Fleet logic without a server: the `fleet:` section, replicas from a list, a command and
+Kubernetes Endpoints (the official client's own model objects, served by a stand-in CoreV1Api:
+no cluster exists here), consistency across replicas, spread and capacity arithmetic, the
+replica-death timeline analysis."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_triton_ready.fleet.consistency import ReplicaView, compare, flatten
+from pytest_triton_ready.fleet.death import DeathOutcome, analyse
+from pytest_triton_ready.fleet.spread import Capacity, ReplicaCounters, spread
+from pytest_triton_ready.fleet.targets import DiscoveryError, FleetSection, resolve
+from pytest_triton_ready.load.timeline import Bin
+from pytest_triton_ready.settings import SettingsError, build_settings
+
+
+def section(**data):
+    return FleetSection.model_validate(data)
+
+
+def test_replicas_from_urls_and_mappings_get_every_endpoint():
+    fleet = resolve(section(replicas=["http://10.0.0.1:8000",
+                                      {"name": "b", "http_url": "http://10.0.0.2:9000", "grpc_url": "10.0.0.2:9001",
+                                       "metrics_url": "http://10.0.0.2:9002/metrics", "weight": 3}]),
+                    "http://lb:8000", "lb:8001")
+    a, b = fleet.replicas
+    assert (a.name, a.grpc_url, a.metrics_url) == ("10.0.0.1:8000", "10.0.0.1:8001", "http://10.0.0.1:8002/metrics")
+    assert (b.name, b.grpc_url, b.weight) == ("b", "10.0.0.2:9001", 3.0)
+    assert fleet.expected_shares() == {"10.0.0.1:8000": 0.25, "b": 0.75}
+
+
+def test_no_replicas_is_no_fleet_and_two_sources_are_refused():
+    assert resolve(section(), "http://lb:8000", "lb:8001") is None
+    with pytest.raises(ValueError, match="one way"):
+        section(replicas=["http://a:8000"], replicas_command="echo x")
+
+
+def test_replicas_from_a_command_and_its_failures_in_one_line():
+    command = f"{sys.executable} -c \"print('http://127.0.0.1:8000 http://127.0.0.1:9000')\""
+    fleet = resolve(section(replicas_command=command), "http://lb:8000", "lb:8001")
+    assert [r.port for r in fleet.replicas] == [8000, 9000]
+    with pytest.raises(DiscoveryError, match="exited with 3"):
+        resolve(section(replicas_command=f"{sys.executable} -c \"import sys; sys.exit(3)\""), "http://lb", "lb:1")
+    with pytest.raises(DiscoveryError, match="printed no replica URL"):
+        resolve(section(replicas_command="true"), "http://lb", "lb:1")
+
+
+def test_a_yaml_fleet_section_is_validated_with_file_and_line(tmp_path):
+    config = tmp_path / "t.yaml"
+    config.write_text("fleet:\n  replicas: [http://a:8000]\n  spread_s: -1\n")
+    with pytest.raises(SettingsError, match=r"t.yaml:3"):
+        build_settings({}, {}, environ={}, config_file=str(config))
+    config.write_text("fleet:\n  load_cluster: nowhere\n")
+    with pytest.raises(SettingsError, match="ray://HOST:PORT"):
+        build_settings({}, {}, environ={}, config_file=str(config))
+
+
+def test_load_cluster_option_accepts_auto_ray_and_gcs_addresses():
+    for good in ("auto", "ray://10.0.0.5:10001", "head.cluster:6379"):
+        assert build_settings({"triton_load_cluster": good}, {}, environ={}).triton_load_cluster == good
+    with pytest.raises(SettingsError, match="--triton-load-cluster"):
+        build_settings({"triton_load_cluster": "http://x:1"}, {}, environ={})
+
+
+def k8s_endpoints():
+    from kubernetes.client import (CoreV1EndpointPort, V1EndpointAddress, V1Endpoints, V1EndpointSubset,
+                                   V1ObjectMeta, V1ObjectReference)
+
+    return V1Endpoints(metadata=V1ObjectMeta(name="triton", namespace="serving"), subsets=[V1EndpointSubset(
+        addresses=[V1EndpointAddress(ip="10.1.0.4", target_ref=V1ObjectReference(kind="Pod", name="triton-0")),
+                   V1EndpointAddress(ip="10.1.0.5", target_ref=V1ObjectReference(kind="Pod", name="triton-1"))],
+        not_ready_addresses=[V1EndpointAddress(ip="10.1.0.6")],
+        ports=[CoreV1EndpointPort(name="http", port=8000), CoreV1EndpointPort(name="grpc", port=8001),
+               CoreV1EndpointPort(name="metrics", port=8002)])])
+
+
+class FakeCoreV1:
+    def __init__(self, answer):
+        self.answer = answer
+        self.asked = []
+
+    def read_namespaced_endpoints(self, name, namespace):
+        self.asked.append((namespace, name))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_kubernetes_discovery_reads_ready_addresses_of_the_service_endpoints():
+    pytest.importorskip("kubernetes")
+    api = FakeCoreV1(k8s_endpoints())
+    fleet = resolve(section(kubernetes={"namespace": "serving", "service": "triton"}), "http://lb:8000", "lb:8001",
+                    kubernetes_api=api)
+    assert api.asked == [("serving", "triton")]
+    assert [(r.name, r.http_url, r.grpc_url, r.metrics_url) for r in fleet.replicas] == [
+        ("triton-0", "http://10.1.0.4:8000", "10.1.0.4:8001", "http://10.1.0.4:8002/metrics"),
+        ("triton-1", "http://10.1.0.5:8000", "10.1.0.5:8001", "http://10.1.0.5:8002/metrics")]
+    assert "Kubernetes Endpoints serving/triton" in fleet.source
+
+
+def test_kubernetes_discovery_errors_are_one_line():
+    pytest.importorskip("kubernetes")
+    from kubernetes.client import V1Endpoints
+    from kubernetes.client.exceptions import ApiException
+
+    kube = section(kubernetes={"namespace": "serving", "service": "triton"})
+    with pytest.raises(DiscoveryError, match="cannot read Endpoints serving/triton: 404 Not Found"):
+        resolve(kube, "http://lb", "lb:1", kubernetes_api=FakeCoreV1(ApiException(status=404, reason="Not Found")))
+    with pytest.raises(DiscoveryError, match="no ready address"):
+        resolve(kube, "http://lb", "lb:1", kubernetes_api=FakeCoreV1(V1Endpoints(subsets=[])))
+
+
+def view(name, versions, config):
+    return ReplicaView(name, {"m": versions}, {"m": config}, "2.51.0")
+
+
+def test_consistency_names_the_replica_and_the_field():
+    base = {"name": "m", "max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 100}}
+    drifted = {**base, "dynamic_batching": {"max_queue_delay_microseconds": 500}}
+    found = compare([view("r1", ["1"], base), view("r2", ["1"], base), view("r3", ["2"], drifted)])
+    messages = [d.message() for d in found]
+    assert "replica r3 has m: READY versions = 2 where r1, r2 have 1" in messages[0]
+    assert any("r3" in m and "dynamic_batching.max_queue_delay_microseconds = 500" in m for m in messages)
+    assert compare([view("r1", ["1"], base), view("r2", ["1"], dict(base))]) == []
+    tie = compare([view("r1", ["1"], base), view("r2", ["2"], base)])
+    assert tie[0].outliers == ("r1", "r2") and "differs between replicas" in tie[0].message()
+
+
+def test_flatten_keeps_lists_of_mappings_by_index():
+    assert flatten({"instance_group": [{"count": 2}], "dims": [1, 2]}) == {"dims": "[1, 2]",
+                                                                         "instance_group[0].count": "2"}
+
+
+def test_spread_from_counter_deltas_and_capacity_ratio():
+    before = {r: ReplicaCounters({"m": 100.0}, {"m": 100}) for r in ("a", "b")}
+    after = {"a": ReplicaCounters({"m": 400.0}, {"m": 400}), "b": ReplicaCounters({"m": 200.0}, {"m": 200})}
+    found = spread(before, after, {"a": 0.5, "b": 0.5})
+    assert found.served == {"a": 300.0, "b": 100.0}
+    assert found.shares == {"a": 0.75, "b": 0.25}
+    assert found.max_deviation == pytest.approx(0.5)
+    idle = spread(before, {"a": after["a"], "b": before["b"]}, {"a": 0.5, "b": 0.5})
+    assert idle.idle == ["b"]
+    assert Capacity({"a": 100.0, "b": 100.0}, 150.0).ratio == 0.75
+
+
+def test_death_analysis_counts_losses_after_the_kill_and_the_reroute_time():
+    bins = [Bin(round(i * 0.1, 1), 6, 0, 0, 1.0, 2.0) for i in range(20)]
+    bins[12] = Bin(1.2, 3, 3, 0, 1.0, 2.0)
+    bins[15] = Bin(1.5, 5, 1, 0, 1.0, 2.0)
+    outcome = DeathOutcome("r1", "m", "kill")
+    analyse(bins, 1.0, outcome)
+    assert (outcome.lost_after, outcome.attempted_after) == (4, 10 * 6)
+    assert outcome.reroute_s == pytest.approx(0.6)
+    assert outcome.after_reroute_success_rate == 1.0 and outcome.steady_success_rate == 1.0
+    clean = DeathOutcome("r1", "m", "kill")
+    analyse([Bin(0.1 * i, 5, 0, 0, 1.0, 1.0) for i in range(10)], 0.5, clean)
+    assert clean.reroute_s == 0.0 and clean.lost_after == 0
+
+
+def test_ray_workers_are_placed_one_per_node_or_per_declared_resource():
+    pytest.importorskip("ray")
+    from pytest_triton_ready.load.ray_workers import RESOURCE, _placements
+
+    nodes = [{"Alive": True, "NodeID": "a" * 56, "NodeManagerAddress": "10.0.0.1", "Resources": {"CPU": 4}},
+             {"Alive": True, "NodeID": "b" * 56, "NodeManagerAddress": "10.0.0.2", "Resources": {"CPU": 4}},
+             {"Alive": False, "NodeID": "c" * 56, "NodeManagerAddress": "10.0.0.3", "Resources": {}}]
+    assert [p["node_ip"] for p in _placements(SimpleNamespace(nodes=lambda: nodes))] == ["10.0.0.1", "10.0.0.2"]
+    nodes[0]["Resources"][RESOURCE] = 2
+    placed = _placements(SimpleNamespace(nodes=lambda: nodes))
+    assert [p["resources"] for p in placed] == [{RESOURCE: 1}, {RESOURCE: 1}]
