@@ -9,8 +9,7 @@ import pytest
 
 from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred
-from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, shape_problems, \
-    sweep_levels
+from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, shape_problems, sweep_levels
 from pytest_triton_ready.load.profile import profile
 from pytest_triton_ready.models import ready_models
 from pytest_triton_ready.plan import require_allowed
@@ -357,5 +356,5 @@ def test_gpu_utilization_under_load(triton, load, gpu, check):
                          finding=f"GPU utilization {utilization:.0%} is above {high.value:.0%}"
                                  + (" with a growing queue" if growing else "")):
         check.recommend("The GPU is saturated: add a GPU or replica (scale out) before the queue grows; "
-                        "pending requests rose from {:.0f} to {:.0f}.".format(pending[0], pending[-1]) if growing
+                        f"pending requests rose from {pending[0]:.0f} to {pending[-1]:.0f}." if growing
                         else "The GPU runs at the top of its band: plan capacity before traffic grows.")

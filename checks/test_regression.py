@@ -14,7 +14,13 @@ import statistics
 import pytest
 
 from pytest_triton_ready.baseline import (
-    REGRESSION, WITHIN_NOISE, BaselineError, compare, environment_differences, key_numbers, load_baseline,
+    REGRESSION,
+    WITHIN_NOISE,
+    BaselineError,
+    compare,
+    environment_differences,
+    key_numbers,
+    load_baseline,
     model_label,
 )
 from pytest_triton_ready.baseline.keynumbers import CONFIG_DIGEST, NOISE_NAMES

@@ -14,10 +14,17 @@ from urllib.parse import urlsplit
 import pytest
 
 from pytest_triton_ready.models import ready_models
-from pytest_triton_ready.security.malformed import ACCEPTED, CLEAN, NO_ANSWER, SERVER_ERROR, build_cases, \
-    error_message, unknown_model_case
-from pytest_triton_ready.security.restricted import API_CATEGORIES, OPEN, REQUIRED_BY_DEFAULT, RESTRICTED, \
-    UNREACHABLE, exposures, probe_grpc, probe_http
+from pytest_triton_ready.security.malformed import ACCEPTED, CLEAN, NO_ANSWER, SERVER_ERROR, build_cases, error_message, unknown_model_case
+from pytest_triton_ready.security.restricted import (
+    API_CATEGORIES,
+    OPEN,
+    REQUIRED_BY_DEFAULT,
+    RESTRICTED,
+    UNREACHABLE,
+    exposures,
+    probe_grpc,
+    probe_http,
+)
 from pytest_triton_ready.security.secrets import find_leaks, labelled_secrets, searchable
 from pytest_triton_ready.security.tls import TLSNotOffered, inspect_tls, is_loopback
 

@@ -23,8 +23,7 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
     below its MB/hour limit; pending requests do not grow."""
     from pytest_triton_ready.plugin import RUN_KEY
     from pytest_triton_ready.run import now_iso
-    from pytest_triton_ready.soak import (JournalError, PlanError, build_plan, format_duration, journal_header,
-                                          record_soak)
+    from pytest_triton_ready.soak import JournalError, PlanError, build_plan, format_duration, journal_header, record_soak
     from pytest_triton_ready.soak.progress import ProgressLine
     from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
 

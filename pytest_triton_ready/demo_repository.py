@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .launchers.embedded import DEMO_REPOSITORY
 

@@ -17,8 +17,9 @@ tests collected, e.g. when -k selected no check) and give every other verdict it
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import Field
 

@@ -4,8 +4,8 @@ metrics otherwise (or when NVML is missing). With neither, `read()` returns noth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 from urllib.parse import urlsplit
 
 from .metrics import MetricsError, MetricsSnapshot
@@ -70,9 +70,9 @@ def readings_from_nvml() -> list[GpuReading]:
             readings.append(GpuReading(
                 index, _text(pynvml.nvmlDeviceGetUUID(handle)), _text(pynvml.nvmlDeviceGetName(handle)),
                 pynvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100.0, float(memory.used), float(memory.total),
-                _optional(lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
-                _optional(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
-                _optional(lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0),
+                _optional(lambda h=handle: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
+                _optional(lambda h=handle: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+                _optional(lambda h=handle: pynvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0),
                 "nvml",
             ))
         return readings

@@ -27,9 +27,10 @@ stays dead and every later check on the model fails on it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 
 from .load.errors import dead_instance, stub_exits_in_log, summarize_errors
 from .load.stalls import find_stalls

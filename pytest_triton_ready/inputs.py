@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +79,6 @@ def output_mismatches(metadata: Mapping[str, Any], config: Mapping[str, Any],
         expected = [int(d) for d in spec["shape"]]
         if batched:
             expected = [batch_size] + expected[1:]
-        if len(expected) != array.ndim or any(e >= 0 and e != a for e, a in zip(expected, array.shape)):
+        if len(expected) != array.ndim or any(e >= 0 and e != a for e, a in zip(expected, array.shape, strict=False)):
             problems.append(f"output {name} has shape {list(array.shape)}, declared {expected}")
     return problems

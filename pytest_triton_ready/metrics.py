@@ -6,8 +6,8 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 

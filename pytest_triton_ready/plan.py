@@ -19,8 +19,9 @@ check; `--triton-plan` prints it and exits 0 without touching the server.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from .faults.declared import FAULT_ACTIONS_HELP, FAULT_KINDS, DeclaredFault, FaultKind
 from .yamlschema import Section, setting

@@ -11,17 +11,17 @@ import inspect
 import re
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from .gate import EXIT_UNREACHABLE, Scope, ScopeItem, exit_code
 from .recorder import CheckRecorder
 from .redaction import RedactingStream, Redactor
 from .report.junit import junit_properties
 from .report.model import Evidence, Result, Verdict
 from .run import Run, now_iso
-from .gate import EXIT_UNREACHABLE, Scope, ScopeItem, exit_code
 from .settings import OPTIONS, SettingsError, build_settings
 
 RUN_KEY = pytest.StashKey[Run]()

@@ -8,7 +8,8 @@ and into a Result for the report.
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -74,7 +75,8 @@ class CheckRecorder:
             return False
         if passed is False:
             where = f"{model}: " if model else ""
-            text = finding or f"{where}{name} is {_fmt(value)} {unit}".rstrip() + f", the rule is {comparison} {_fmt(limit)} {unit}".rstrip()
+            text = finding or (f"{where}{name} is {_fmt(value)} {unit}".rstrip()
+                               + f", the rule is {comparison} {_fmt(limit)} {unit}".rstrip())
             self.finding(text, rule=rule, model=model, value=value)
         return passed is not False
 

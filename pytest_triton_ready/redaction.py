@@ -18,8 +18,9 @@ import base64
 import html
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 MIN_SECRET_CHARS = 6

@@ -11,15 +11,25 @@ import functools
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, Field, create_model
 
-from .redaction import (MIN_SECRET_CHARS, Redactor, SecretError, expand, header_from_environment, header_from_file,
-                        secret_values, split_credentials, too_short)
+from .redaction import (
+    MIN_SECRET_CHARS,
+    Redactor,
+    SecretError,
+    expand,
+    header_from_environment,
+    header_from_file,
+    secret_values,
+    split_credentials,
+    too_short,
+)
 from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
 from .yamlschema import Lines, SchemaError, Section, load_yaml, section_view, setting, validate
 
@@ -295,10 +305,10 @@ def phase_sections() -> dict[str, type[BaseModel]]:
     from .faults.plan import FaultsSection
     from .fleet.targets import FleetSection
     from .gate import GateSection
-    from .plan import AttachSection
     from .load.profile import PerformanceSection
     from .monitoring.config import MonitoringSection
     from .operations.schema import OperationsSection
+    from .plan import AttachSection
     from .rules.schema import LintSection
     from .security.schema import SecuritySection
     from .soak.plan import SoakSection

@@ -45,7 +45,7 @@ def setting(default: Any = None, help: str = "", *, unit: str | None = None, **c
 
 
 # -- loading ----------------------------------------------------------------------------------
-Loc = tuple[Union[str, int], ...]
+Loc = tuple[str | int, ...]
 
 
 class Lines:

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 # Imported once for the whole session: pytester's in-process runs drop modules they import, and a
 # second import of ml_dtypes (under tritonclient) or of generated protobuf modules fails.
 import tritonclient.grpc.model_config_pb2  # noqa: F401
 import tritonclient.http  # noqa: F401
-
 from shared_server import SharedDemoServer
 
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
@@ -180,3 +180,32 @@ def run_checklist(pytester: pytest.Pytester, demo_server, request: pytest.Fixtur
 
     run.own_server = own_server
     return run
+
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900")
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """A real headless Chromium, driven through chromedriver by selenium, with a fresh profile; None
+    where Chromium is not installed (.ci/run installs it): a test then checks every other format
+    and skips its browser part at the end, with the reason."""
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        yield None
+        return
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

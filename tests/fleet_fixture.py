@@ -190,8 +190,8 @@ def start_fleet(directory: Path, versions: list[int]) -> TestFleet:
     try:
         if errors:
             raise errors[0]
-        nginx = Nginx(directory / "nginx", [l.ports["http"] for l in launchers.values()],  # noqa: E741
-                      [l.ports["grpc"] for l in launchers.values()])
+        nginx = Nginx(directory / "nginx", [server.ports["http"] for server in launchers.values()],
+                      [server.ports["grpc"] for server in launchers.values()])
         nginx.start()
     except BaseException:
         for launcher in launchers.values():

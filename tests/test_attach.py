@@ -259,11 +259,15 @@ def _declared_yaml(state: Path, repository: Path, allow: str = "[reload, faults,
               action: {{run: '{crash}', timeout_s: 10}}
             sigterm:
               action: {{run: 'rm -f {state}/last_exit; kill -TERM "$(cat {state}/pid)"', timeout_s: 10}}
-              probe: {{run: 'for i in $(seq 400); do [ -s {state}/last_exit ] && break; sleep 0.1; done; cat {state}/last_exit', timeout_s: 60}}
+              probe:
+                run: 'for i in $(seq 400); do [ -s {state}/last_exit ] && break; sleep 0.1; done; cat {state}/last_exit'
+                timeout_s: 60
             instance_kill:
               action: {{run: '{python} {HERE}/attach/kill_stub.py {state}/pid "$TRITON_READY_MODEL"', timeout_s: 30}}
             new_version:
-              action: {{run: 'cp -r {repository}/$TRITON_READY_MODEL/$TRITON_READY_OLD_VERSION {repository}/$TRITON_READY_MODEL/$TRITON_READY_NEW_VERSION'}}
+              action:
+                run: 'cp -r {repository}/$TRITON_READY_MODEL/$TRITON_READY_OLD_VERSION
+                  {repository}/$TRITON_READY_MODEL/$TRITON_READY_NEW_VERSION'
               restore: {{run: 'rm -rf {repository}/$TRITON_READY_MODEL/$TRITON_READY_NEW_VERSION'}}
     """)
 
@@ -344,7 +348,8 @@ DEMO_WAIVERS = textwrap.dedent("""
         - {check: OPS-3, reason: "no DR attestation for the demo", owner: tests, expires: 2099-01-01}
         - {check: OPS-4, reason: "no training attestation for the demo", owner: tests, expires: 2099-01-01}
         - {check: SEC-1, reason: "the demo restricts no API", owner: tests, expires: 2099-01-01}
-        - {check: test_dead_instance_is_reported_and_recovers, reason: "Triton 2.51 ready endpoints hide a dead instance", owner: tests, expires: 2099-01-01}
+        - {check: test_dead_instance_is_reported_and_recovers, owner: tests, expires: 2099-01-01,
+           reason: "Triton 2.51 ready endpoints hide a dead instance"}
 """)
 
 

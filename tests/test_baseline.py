@@ -9,11 +9,17 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import artifact_dir
-from test_report import browser  # noqa: F401  (the headless Chromium fixture)
 
+from conftest import artifact_dir
 from pytest_triton_ready.baseline import (
-    ALL, REGRESSION, WITHIN_NOISE, BaselineError, compare, environment_differences, key_numbers, load_baseline,
+    ALL,
+    REGRESSION,
+    WITHIN_NOISE,
+    BaselineError,
+    compare,
+    environment_differences,
+    key_numbers,
+    load_baseline,
 )
 from pytest_triton_ready.report.model import Measurement, Result, Verdict
 from pytest_triton_ready.thresholds import THRESHOLDS

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKS, TEST_REPOSITORIES
-
 from pytest_triton_ready.gpu import readings_from_metrics
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.metrics import MetricsSnapshot

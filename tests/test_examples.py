@@ -1,7 +1,6 @@
 """The shipped example settings file is valid."""
 
 from conftest import REPO_ROOT
-
 from pytest_triton_ready.settings import build_settings
 
 

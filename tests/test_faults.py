@@ -12,8 +12,7 @@ import pytest
 import tritonclient.grpc  # noqa: F401  imported once, here: in-process pytester runs restore sys.modules
 import tritonclient.http  # noqa: F401  afterwards, and ml_dtypes cannot be imported a second time
 
-from pytest_triton_ready.faults.timeline import (bin_start, failed_between, recovered_at, split_errors,
-                                                 steady_state)
+from pytest_triton_ready.faults.timeline import bin_start, failed_between, recovered_at, split_errors, steady_state
 from pytest_triton_ready.load.timeline import Bin
 
 RECOVERY = "test_performance_recovery.py"

@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 import yaml
-
 from fleet_fixture import start_fleet
+
 from conftest import QUICK_CHECKLIST
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None,

@@ -67,8 +67,7 @@ def test_load_cluster_option_accepts_auto_ray_and_gcs_addresses():
 
 
 def k8s_endpoints():
-    from kubernetes.client import (CoreV1EndpointPort, V1EndpointAddress, V1Endpoints, V1EndpointSubset,
-                                   V1ObjectMeta, V1ObjectReference)
+    from kubernetes.client import CoreV1EndpointPort, V1EndpointAddress, V1Endpoints, V1EndpointSubset, V1ObjectMeta, V1ObjectReference
 
     return V1Endpoints(metadata=V1ObjectMeta(name="triton", namespace="serving"), subsets=[V1EndpointSubset(
         addresses=[V1EndpointAddress(ip="10.1.0.4", target_ref=V1ObjectReference(kind="Pod", name="triton-0")),

@@ -12,7 +12,6 @@ import time
 import psutil
 
 from conftest import REPO_ROOT, TEST_REPOSITORIES
-
 from pytest_triton_ready.gate import EXIT_UNREACHABLE
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY
 

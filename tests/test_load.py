@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +16,6 @@ from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 from pytest_triton_ready.load import LoadEngine, MeasureRules, Tally
 from pytest_triton_ready.load.server_side import ServerProbe
 from pytest_triton_ready.load.stats import RELATIVE_PRECISION
-
-from pathlib import Path
 
 TEST_REPOSITORIES = Path(__file__).resolve().parent / "repositories"
 

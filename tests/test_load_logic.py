@@ -10,8 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred, small_batches
-from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, \
-    shape_problems, sweep_levels
+from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, shape_problems, sweep_levels
 from pytest_triton_ready.load.engine import reported_stats
 from pytest_triton_ready.load.profile import ModelProfile
 from pytest_triton_ready.load.rules import MeasureRules, stability, validity

@@ -18,16 +18,23 @@ import tritonclient.http  # noqa: F401  they import, and ml_dtypes (under triton
 import yaml
 
 from conftest import REPO_ROOT
-
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 from pytest_triton_ready.metrics import MetricsSnapshot, scrape
 from pytest_triton_ready.monitoring import alerting
 from pytest_triton_ready.monitoring.layers import read_layers
 from pytest_triton_ready.monitoring.logging_policy import judge_logging
-from pytest_triton_ready.monitoring.promql import referenced_metrics, signals
 from pytest_triton_ready.monitoring.prometheus import PrometheusRunner, find_prometheus
-from pytest_triton_ready.monitoring.references import (GPU_EXPORTED, GPU_NOT_EXPORTED, LIVE, MISSING, NO_GPU,
-                                                       NOT_VERIFIABLE, RECORDED, MetricJudge)
+from pytest_triton_ready.monitoring.promql import referenced_metrics, signals
+from pytest_triton_ready.monitoring.references import (
+    GPU_EXPORTED,
+    GPU_NOT_EXPORTED,
+    LIVE,
+    MISSING,
+    NO_GPU,
+    NOT_VERIFIABLE,
+    RECORDED,
+    MetricJudge,
+)
 from pytest_triton_ready.monitoring.rules import load_rule_file, validate
 
 EXAMPLES = REPO_ROOT / "examples" / "monitoring"

@@ -8,7 +8,6 @@ import sys
 import zipfile
 
 from conftest import QUICK_CHECKLIST, REPO_ROOT
-
 from pytest_triton_ready.gate import EXIT_CODES
 
 
@@ -31,7 +30,8 @@ def test_console_script_runs_the_packaged_checklist_from_any_directory(run_check
     endpoints = run_checklist.own_server().endpoints  # the whole checklist reloads and saturates: not the shared server
     result = subprocess.run(
         [sys.executable, "-m", "pytest_triton_ready.cli", f"--triton-url={endpoints.http_url}",
-         f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}", f"--triton-config={QUICK_CHECKLIST}", "-q"],
+         f"--triton-grpc-url={endpoints.grpc_url}", f"--triton-metrics-url={endpoints.metrics_url}",
+         f"--triton-config={QUICK_CHECKLIST}", "-q"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     report = json.loads((tmp_path / "triton-ready-report" / "readiness.json").read_text())

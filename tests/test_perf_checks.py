@@ -7,16 +7,15 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import pytest
-
 # In-process pytester runs forget modules first imported inside them; grpc's and numpy's C
 # extensions do not survive being imported twice, so everything a run touches is imported here.
 import aiohttp  # noqa: F401
 import grpc  # noqa: F401
+import pytest
 import tritonclient.grpc  # noqa: F401
 import tritonclient.http  # noqa: F401
-from pytest_triton_ready.load import engine, tuning  # noqa: F401
-from pytest_triton_ready.load import curve, profile  # noqa: F401
+
+from pytest_triton_ready.load import curve, engine, profile, tuning  # noqa: F401  # noqa: F401
 
 DATA = Path(__file__).resolve().parent / "data" / "h200-triton-2.51"
 CHECKS = Path(__file__).resolve().parent.parent / "checks"

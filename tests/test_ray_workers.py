@@ -15,9 +15,9 @@ import time
 
 import psutil
 import pytest
+from ray_cluster import RayCluster
 
 from conftest import QUICK_CHECKLIST
-from ray_cluster import RayCluster
 
 pytestmark = [
     pytest.mark.server,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_ready.redaction import REDACTED, Redactor, RedactingStream, split_credentials
+from pytest_triton_ready.redaction import REDACTED, RedactingStream, Redactor, split_credentials
 from pytest_triton_ready.settings import SettingsError, build_settings
 
 TOKEN = "tok-3c1f9e7a"

@@ -20,12 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, TEST_REPOSITORIES, artifact_dir
 
+from conftest import REPO_ROOT, TEST_REPOSITORIES, artifact_dir
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
-from pytest_triton_ready.report import build_document, charts, overall_verdict, render_files
+from pytest_triton_ready.report import build_document, charts, overall_verdict, render_files, sources
 from pytest_triton_ready.report import cli as report_cli
-from pytest_triton_ready.report import sources
 from pytest_triton_ready.report.document import dumps
 from pytest_triton_ready.report.model import Chart, Evidence, Finding, Measurement, Result, Series, Verdict
 from pytest_triton_ready.report.schema import schema_errors
@@ -33,9 +32,6 @@ from pytest_triton_ready.run import Run
 from pytest_triton_ready.settings import Settings
 
 SECRET = "tr-secret-7f3a9c"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900")
-
 
 # -- helpers ---------------------------------------------------------------------------------------
 def junit_cases(junit_path: Path) -> dict[str, ET.Element]:
@@ -71,31 +67,6 @@ class Page:
     console: list[dict]
     resources: int
     charts: list[dict]
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    """A real headless Chromium, driven through chromedriver by selenium, with a fresh profile; None
-    where Chromium is not installed (.ci/run installs it): a test then checks every other format
-    and skips its browser part at the end, with the reason."""
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver_path):
-        yield None
-        return
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def open_report(browser, html: Path, screenshot_name: str | None = None) -> Page:

@@ -9,8 +9,7 @@ from pytest_triton_ready.plugin import check_title
 from pytest_triton_ready.report.markdown import render_markdown
 from pytest_triton_ready.report.model import Finding, Measurement, Result, Verdict
 from pytest_triton_ready.report.terminal import checklist_rows
-from pytest_triton_ready.report.text import detail, format_bytes, format_threshold, format_value, \
-    measurement_label, outcome_mark, shorten
+from pytest_triton_ready.report.text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark, shorten
 from pytest_triton_ready.report.verdict import checklist, overall_verdict, verdict_counts, verdict_reason, worst
 
 

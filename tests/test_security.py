@@ -13,9 +13,9 @@ from pathlib import Path
 import cryptography.x509  # noqa: F401
 import pytest
 import tritonclient.grpc  # noqa: F401
-from conftest import QUICK_CHECKLIST, TEST_REPOSITORIES
 from tlstools import TLSRelay, self_signed
 
+from conftest import QUICK_CHECKLIST, TEST_REPOSITORIES
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 
 SENTINEL = f"sentinel-{uuid.uuid4().hex}"

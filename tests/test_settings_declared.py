@@ -110,7 +110,7 @@ def test_a_section_view_refuses_an_undeclared_key(tmp_path):
     with pytest.raises(UndeclaredKey, match="soak.leak_min_duration is not declared in SoakSection"):
         soak.get("leak_min_duration")
     with pytest.raises(UndeclaredKey):
-        "rate_per_second" in settings.section("faults")
+        assert "rate_per_second" not in settings.section("faults")
     with pytest.raises(TypeError):
         soak["window"] = "1s"
     assert settings.section_model("faults").rate_per_s == 5.0

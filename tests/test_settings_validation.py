@@ -45,9 +45,11 @@ def test_non_finite_request_timeout_names_its_source(tmp_path, value):
     ("soak:\n  success_rate_min: 5\n", "key 'soak.success_rate_min': must be less than or equal to 1, got 5"),
     ("soak:\n  window: soon\n", "triton-ready.yaml:2: key 'soak.window': expected a duration like 90s"),
     ("soak:\n  duration: .inf\n", "key 'soak.duration'"),
-    ("operations:\n  capacity:\n    fleet: {gpus: 0}\n", "triton-ready.yaml:3: key 'operations.capacity.fleet.gpus': must be greater than or equal to 1"),
+    ("operations:\n  capacity:\n    fleet: {gpus: 0}\n",
+     "triton-ready.yaml:3: key 'operations.capacity.fleet.gpus': must be greater than or equal to 1"),
     ("performance:\n  tune_queue_delays_us: [100, -5]\n", "key 'performance.tune_queue_delays_us[1]': must be greater than or equal to 0"),
-    ("lint:\n  rollout: {scale: rolling}\n", "triton-ready.yaml:2: key 'lint.rollout.scale': expected one of canary, blue-green, got 'rolling'"),
+    ("lint:\n  rollout: {scale: rolling}\n",
+     "triton-ready.yaml:2: key 'lint.rollout.scale': expected one of canary, blue-green, got 'rolling'"),
 ])
 def test_an_out_of_range_yaml_value_names_file_line_and_key(tmp_path, yaml_text, expected):
     assert expected in _error(tmp_path, yaml_text)

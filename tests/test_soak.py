@@ -17,12 +17,20 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKS, TEST_REPOSITORIES
-
 from pytest_triton_ready.report import write_reports
 from pytest_triton_ready.settings import build_settings
 from pytest_triton_ready.soak import (
-    JournalError, JournalWriter, PlanError, Window, build_plan, evaluate, is_journal, journal_to_run,
-    parse_duration, read_journal, soak_limits,
+    JournalError,
+    JournalWriter,
+    PlanError,
+    Window,
+    build_plan,
+    evaluate,
+    is_journal,
+    journal_to_run,
+    parse_duration,
+    read_journal,
+    soak_limits,
 )
 from pytest_triton_ready.soak.progress import ProgressLine, progress_text
 from pytest_triton_ready.soak.trend import fit
@@ -414,5 +422,6 @@ def test_a_journal_that_cannot_be_written_is_one_readable_line(run_checklist, tm
     run = run_checklist("test_soak.py", url="own", args=("--triton-soak=2s", "--triton-models=scale", f"--triton-config={config}"),
                         subprocess=True)
     run.outcome.assert_outcomes(failed=1)
-    run.outcome.stdout.fnmatch_lines([f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: {blocker} is not a directory"])
+    run.outcome.stdout.fnmatch_lines(
+        [f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: {blocker} is not a directory"])
     assert "Traceback" not in run.outcome.stdout.str()

@@ -69,7 +69,7 @@ class TLSRelay:
         while not self._closed.is_set():
             try:
                 client, _ = self.listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

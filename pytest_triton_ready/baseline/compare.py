@@ -17,8 +17,8 @@ Recovery times have no windows; a rise below regression_recovery_floor_s is timi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .keynumbers import METRICS, Metric, model_label
 

@@ -11,8 +11,9 @@ kept under the model key ALL ("all models").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 ALL = "*"  # run-wide numbers (the soak drives every model at once)
 
@@ -122,4 +123,4 @@ def model_label(model: str) -> str:
 
 def ordered_models(numbers: dict[str, Any]) -> list[str]:
     """Models by name, the run-wide row last."""
-    return sorted((m for m in numbers if m != ALL)) + ([ALL] if ALL in numbers else [])
+    return sorted(m for m in numbers if m != ALL) + ([ALL] if ALL in numbers else [])

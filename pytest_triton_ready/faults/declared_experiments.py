@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from typing import Any
-
 from urllib.parse import urlsplit
 
 from ..client import http_status

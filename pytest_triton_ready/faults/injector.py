@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import signal
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any, Callable
+from typing import Any
 
 from ..client import http_status
 from ..models import instance_count

@@ -9,8 +9,9 @@ requests the client could not send on time (`dropped`), and the bin's p50/p99 la
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 # What a client may safely retry elsewhere: the server never took the request.
 _REFUSED = ("connection refused", "failed to connect", "connect failed", "no available versions",

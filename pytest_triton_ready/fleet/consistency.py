@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 # Config fields that legitimately differ per replica, never compared.
 IGNORED_CONFIG_PATHS = frozenset()

@@ -79,7 +79,8 @@ class FleetSection(Section):
     kill_command: str | None = setting(None, "a command that kills a replica; {name}, {http_url}, {host} and "
                                              "{port} are filled in (a replica's own `kill` wins)")
     restore_command: str | None = setting(None, "a command that brings a replica back; same placeholders")
-    load_cluster: Annotated[str | None, AfterValidator(_cluster_address)] = setting(None, "as --triton-load-cluster: the load engine's workers on a Ray cluster")
+    load_cluster: Annotated[str | None, AfterValidator(_cluster_address)] = setting(
+        None, "as --triton-load-cluster: the load engine's workers on a Ray cluster")
 
     @model_validator(mode="after")
     def _one_source(self) -> FleetSection:

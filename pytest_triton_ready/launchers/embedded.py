@@ -15,12 +15,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import Endpoints, LauncherCapabilities, LaunchError, serving_flags
-from .process import (StubProcess, end_group, free_port, last_error_line, local_stubs, log_tail, process_tree,
-                      spawn)
+from .process import StubProcess, end_group, free_port, last_error_line, local_stubs, log_tail, process_tree, spawn
 from .settle import failed_models, settled
 
 DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "models"

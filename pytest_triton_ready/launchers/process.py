@@ -34,9 +34,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Sequence
+from typing import IO
 
 import psutil
 

@@ -16,7 +16,8 @@ import asyncio
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from .traffic import Traffic, TrafficResult, Window
 

@@ -12,7 +12,8 @@ far from its preferred sizes, and which batching parameter to move which way.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def small_batches(batch: float, max_batch_size: int) -> bool:

@@ -15,8 +15,8 @@ throughput within the latency budget, and what is wrong with the curve's shape.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def past_saturation(points: Sequence[CurvePoint], budget_p99_ms: float, gain: fl
     last = [p for p in points if p.trustworthy][-3:]
     if len(last) < 3:
         return False
-    flat = all(b.throughput_infer_s < a.throughput_infer_s * (1 + gain) for a, b in zip(last, last[1:]))
+    flat = all(b.throughput_infer_s < a.throughput_infer_s * (1 + gain) for a, b in zip(last, last[1:], strict=False))
     return flat and all(p.p99_ms and p.p99_ms > budget_p99_ms for p in last[1:])
 
 
@@ -82,7 +82,7 @@ def shape_problems(points: Sequence[CurvePoint], knee_point: CurvePoint | None, 
     usable = [p for p in points if p.trustworthy]
     if knee_point is not None:
         before = [p for p in usable if p.concurrency <= knee_point.concurrency]
-        for prev, cur in zip(before, before[1:]):
+        for prev, cur in zip(before, before[1:], strict=False):
             if cur.throughput_infer_s < prev.throughput_infer_s * (1 - drop_tolerance):
                 problems.append(
                     f"throughput falls from {prev.throughput_infer_s:.0f} to {cur.throughput_infer_s:.0f} infer/s "

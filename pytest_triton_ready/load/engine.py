@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .background import BackgroundTraffic
 from .errors import dead_instances
@@ -23,8 +24,8 @@ from .senders import make_sender
 from .server_side import ModelWindow, ServerProbe, ServerWindow
 from .stats import Stats, Tally, merged
 from .timeline import Timeline
-from .workers import auto_workers, run_in_workers
 from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
+from .workers import auto_workers, run_in_workers
 
 
 @dataclass

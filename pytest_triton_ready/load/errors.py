@@ -18,13 +18,13 @@ The fault experiments call `classify` / `dead_instances` on their traffic's erro
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
-_STUB_PATTERN: "re.Pattern[str] | None" = None
+_STUB_PATTERN: re.Pattern[str] | None = None
 
 
-def _unhealthy_stub() -> "re.Pattern[str]":
+def _unhealthy_stub() -> re.Pattern[str]:
     """The pattern faults/probes.py matches its probe answers with (imported on first use, so that
     the load engine does not import the fault package at start-up)."""
     global _STUB_PATTERN

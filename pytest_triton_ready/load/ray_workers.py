@@ -25,8 +25,9 @@ import asyncio
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .server_side import window_delta
 from .stats import Tally

@@ -12,10 +12,10 @@ raw bytes), spliced into the serialized request, so the cache is measured missin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
-
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 

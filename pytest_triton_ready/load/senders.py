@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from .requests import PreparedRequest, RequestPool
 

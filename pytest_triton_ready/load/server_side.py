@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
 
@@ -131,8 +132,8 @@ def window_delta(before: ServerSnapshot, after: ServerSnapshot) -> ServerWindow:
             continue
         stats_now, stats_then = now["inference_stats"], then["inference_stats"]
 
-        def diff(stage: str, key: str) -> int:
-            return stats_now.get(stage, {}).get(key, 0) - stats_then.get(stage, {}).get(key, 0)
+        def diff(stage: str, key: str, now: dict = stats_now, then: dict = stats_then) -> int:
+            return now.get(stage, {}).get(key, 0) - then.get(stage, {}).get(key, 0)
 
         success = diff("success", "count")
         stage_us = {}

@@ -11,8 +11,9 @@ completions per window are not judged: too little traffic to tell a stall from c
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 MIN_NEIGHBOUR_REQUESTS = 10
 

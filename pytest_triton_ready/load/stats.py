@@ -9,8 +9,9 @@ within 0.1% of the exact order statistic of the same samples.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
@@ -128,7 +129,8 @@ class Tally:
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {"histogram": self.histogram.encode(), "total_us": self.histogram.total_us, "errors": dict(self.errors), "dropped": self.dropped,
+        return {"histogram": self.histogram.encode(), "total_us": self.histogram.total_us, "errors": dict(self.errors),
+                "dropped": self.dropped,
                 "started": self.started, "ended": self.ended, "client_cpu_s": self.client_cpu_s}
 
     @classmethod

@@ -16,8 +16,9 @@ import asyncio
 import random
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .requests import RequestPool
 from .server_side import ServerProbe, ServerSnapshot, ServerWindow, window_delta

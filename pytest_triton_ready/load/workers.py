@@ -15,7 +15,8 @@ import os
 import queue
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .senders import make_sender
 from .server_side import window_delta

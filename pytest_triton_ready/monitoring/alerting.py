@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalogue import LAYERS
-from .promql import PromQLError, signals
 from .prometheus import PrometheusError, PrometheusRunner
+from .promql import PromQLError, signals
 from .references import NOT_VERIFIABLE, MetricJudge, Reference, covered_layers
 from .rules import Rule, RuleFile, RuleFileError, duration_s, load_rule_file, validate
 

@@ -8,9 +8,10 @@ Targets of non-Prometheus data sources (Loki, Tempo, ...) are left out: they are
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .promql import PromQLError, from_grafana, referenced_metrics
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..gpu import GpuReading, readings_from_metrics
 from ..metrics import MetricsSnapshot

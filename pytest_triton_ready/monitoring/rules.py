@@ -72,11 +72,11 @@ def load_rule_file(path: Path) -> RuleFile:
         result.problems.append(f"{path}:1: a rule file needs a top-level 'groups:' list")
         return result
     group_nodes = _value_node(root, "groups").value
-    for group, group_node in zip(data["groups"], group_nodes):
+    for group, group_node in zip(data["groups"], group_nodes, strict=False):
         rules = (group or {}).get("rules") or []
         rule_nodes = _value_node(group_node, "rules")
         rule_nodes = rule_nodes.value if isinstance(rule_nodes, yaml.SequenceNode) else []
-        for raw, node in zip(rules, rule_nodes):
+        for raw, node in zip(rules, rule_nodes, strict=False):
             result.rules.append(_rule(Path(path), node.start_mark.line + 1, str(group.get("name", "")), raw))
     return result
 

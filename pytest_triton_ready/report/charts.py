@@ -23,8 +23,9 @@ import hashlib
 import io
 import math
 import re
+from collections.abc import Callable
 from html import escape
-from typing import Any, Callable
+from typing import Any
 
 from .model import Chart
 
@@ -161,7 +162,7 @@ def _split_gaps(points: list[tuple[float, Any]], spans: list[tuple[float, float]
     """x and y lists with NaN wherever the line must break: a missing value, a point inside an
     outage span, a span between two points, or a pause much longer than the usual spacing."""
     numeric = sorted(((float(x), y) for x, y in points if _finite(x)), key=lambda p: p[0])
-    steps = sorted(b[0] - a[0] for a, b in zip(numeric, numeric[1:]) if b[0] > a[0])
+    steps = sorted(b[0] - a[0] for a, b in zip(numeric, numeric[1:], strict=False) if b[0] > a[0])
     usual = steps[len(steps) // 2] if steps else None
     xs: list[float] = []
     ys: list[float] = []
@@ -235,7 +236,7 @@ def _event_labels(ax, markers: list[dict[str, Any]], time_axis: bool, levels: in
     low, high = ax.get_xlim()
     width = (high - low) or 1.0
     last_on_row: dict[int, float] = {}
-    for index, marker in enumerate(sorted(markers, key=lambda m: float(m.get("x", 0)))):
+    for marker in sorted(markers, key=lambda m: float(m.get("x", 0))):
         x = float(marker.get("x", 0))
         until = marker.get("until")
         if _finite(until):
@@ -405,7 +406,7 @@ def _svg(figure, chart: Chart, notes: list[str]) -> str:
     text = text.replace("<svg ", f'<svg class="chart chart-{escape(chart.kind, quote=True)}" role="img" '
                                  f'aria-label="{label}" ', 1)
     text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", text, count=1)
-    return text.replace(f'<svg class="chart', f'<svg class="chart', 1)
+    return text.replace('<svg class="chart', '<svg class="chart', 1)
 
 
 def _message_svg(chart: Chart, message: str) -> str:

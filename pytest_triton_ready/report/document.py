@@ -89,6 +89,6 @@ def json_ready(value: Any) -> Any:
     if isinstance(value, numbers.Real):
         value = float(value)
         return value if math.isfinite(value) else str(value)
-    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):  # enums
+    if hasattr(value, "value") and isinstance(value.value, str):  # enums
         return value.value
     return str(value)

@@ -97,7 +97,7 @@ def render_history_html(runs: list[dict[str, Any]], directory: Path, out: Path) 
         target = os.path.relpath(html_path, out) if html_path.exists() else None
         links.append(target)
     body_rows = []
-    for row, link, run in zip(rows, links, reversed(runs)):
+    for row, link, run in zip(rows, links, reversed(runs), strict=False):
         first = f'<a href="{escape(link)}">{escape(row[0])}</a>' if link else escape(row[0])
         cells = [first] + [escape(c) for c in row[1:]]
         body_rows.append(f'<tr class="run" data-verdict="{escape(str(run["verdict"]))}">'

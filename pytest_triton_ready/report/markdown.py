@@ -123,7 +123,8 @@ def _failure_lines(result: Result) -> list[str]:
     lines = ["", f"### ✗ {result.check_id}: {result.title}", "", f"`{result.nodeid}` ({VERDICT_LABELS[result.verdict]})"]
     errors = [f for f in result.findings if f.severity == "error"]
     if errors:
-        lines += ["", "Findings:", ""] + [f"- {_one_line(f.message)}" + (f" *(rule {f.rule})*" if f.rule and f.rule != result.check_id else "")
+        lines += ["", "Findings:", ""] + [f"- {_one_line(f.message)}"
+                                          + (f" *(rule {f.rule})*" if f.rule and f.rule != result.check_id else "")
                                           for f in errors]
     if result.reason and not errors:
         lines += ["", f"Reason: {_one_line(result.reason)}"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 QUIET_S = 3.0
 HEARTBEAT_S = 10.0

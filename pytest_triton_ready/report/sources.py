@@ -10,9 +10,10 @@ typically one Result per window or per rule with its measurements and a timeline
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .document import DOCUMENT_KIND
 from .model import SCHEMA_VERSION

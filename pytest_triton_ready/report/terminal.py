@@ -36,7 +36,7 @@ def checklist_rows(results: list[Result], width: int = 120) -> list[Row]:
     indent = " " * (id_width + 2)
     titles = distinct_titles(results, title_width)
     rows = []
-    for result, verdict, title in zip(results, verdicts, titles):
+    for result, verdict, title in zip(results, verdicts, titles, strict=False):
         head = f"{result.check_id:<{id_width}}  {title:<{title_width}}  "
         text = detail(result)
         passed = result.verdict == Verdict.PASS
@@ -57,7 +57,7 @@ def distinct_titles(results: list[Result], width: int) -> list[str]:
     each reads as its test function's words instead (still cut to width), so no two rows collide."""
     titles = [shorten(r.title, width) for r in results]
     seen: dict[tuple[str, str], list[int]] = {}
-    for index, (result, title) in enumerate(zip(results, titles)):
+    for index, (result, title) in enumerate(zip(results, titles, strict=False)):
         seen.setdefault((result.check_id, title), []).append(index)
     for indices in seen.values():
         if len(indices) > 1:

@@ -6,9 +6,9 @@ know from the settings; `versions` serves CFG-3, `resources` and `model_memory` 
 instance-count rule.
 """
 
+from . import model_rules  # noqa: E402,F401  (registers the rules in RULES)
 from .lint import RULES, LintContext, LintFinding, UnknownRule, Violation, lint, rule
 from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
-from . import model_rules  # noqa: E402,F401  (registers the rules in RULES)
 
 __all__ = ["RULES", "LintContext", "LintFinding", "UnknownRule", "Violation", "lint", "rule",
            "ConfigSyntaxError", "ModelSource", "read_repository", "source_from_server"]

@@ -8,8 +8,9 @@ model, the origin and the rule id, and leaves out rules a team disabled by id in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from .modelconfig import ModelSource
 

@@ -6,7 +6,7 @@ lists them with their ids.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .lint import LintContext, Violation, rule
 from .modelconfig import ModelSource, model_config_pb2

@@ -8,9 +8,10 @@ through json_format.ParseDict, the same message either way, so every rule reads 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from google.protobuf import json_format, text_format
 

@@ -12,8 +12,8 @@ import ssl
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 # Triton's names (--http-restricted-api / --grpc-restricted-protocol).
 API_CATEGORIES = ("health", "metadata", "inference", "shared-memory", "model-config", "model-repository",

@@ -15,5 +15,6 @@ class SecuritySection(Section):
     """`security:`: exposure, restricted APIs and TLS."""
 
     exposed_beyond_cluster: bool | None = setting(None, "the server is reachable from outside the cluster (SEC-2 then needs TLS)")
-    restricted_apis: list[str] | None = setting(None, "API categories that must need credentials (SEC-1; default: model-repository, shared-memory, logging, trace)")
+    restricted_apis: list[str] | None = setting(
+        None, "API categories that must need credentials (SEC-1; default: model-repository, shared-memory, logging, trace)")
     tls: TlsSettings | None = setting(None, "how SEC-2 verifies TLS")

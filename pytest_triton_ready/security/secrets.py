@@ -6,8 +6,8 @@ searched for without matching ordinary text are listed separately.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 MIN_SEARCHABLE_CHARS = 6
 

@@ -85,7 +85,7 @@ def _handshake(host: str, port: int, name: str, context: ssl.SSLContext, timeout
                 return tls.getpeercert(binary_form=True), tls.version() or "?", (tls.cipher() or ("?",))[0]
         except ssl.SSLCertVerificationError:
             raise
-        except (ssl.SSLError, ConnectionResetError, socket.timeout, EOFError) as exc:
+        except (TimeoutError, ssl.SSLError, ConnectionResetError, EOFError) as exc:
             raise TLSNotOffered(f"{host}:{port} does not complete a TLS handshake ({_short(exc)})") from None
 
 

@@ -7,7 +7,7 @@ check runs and never lands in the captured output of the test.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from collections.abc import Callable
 
 from .duration import format_duration
 from .windows import Window

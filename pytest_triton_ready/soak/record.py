@@ -8,8 +8,9 @@ is judged by the same rules, with the same words, as the run that wrote it.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..recorder import CheckRecorder
 from ..report.model import Evidence, Result, Verdict

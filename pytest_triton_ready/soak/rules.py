@@ -14,8 +14,8 @@ exactly as the run did. Rules:
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ..thresholds import ThresholdValue
 from .duration import format_duration

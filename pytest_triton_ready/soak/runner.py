@@ -10,8 +10,9 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .journal import JournalWriter
 from .plan import SoakPlan

@@ -28,7 +28,7 @@ class TritonPythonModel:
         starts = pb_utils.get_input_tensor_by_name(request, "START").as_numpy().reshape(-1)
         ids = pb_utils.get_input_tensor_by_name(request, "CORRID").as_numpy().reshape(-1)
         out = np.empty_like(values)
-        for row, (start, corrid) in enumerate(zip(starts, ids)):
+        for row, (start, corrid) in enumerate(zip(starts, ids, strict=False)):
             key = int(corrid)
             base = 0.0 if start else self.totals.get(key, 0.0)
             self.totals[key] = base + float(values[row].sum())
@@ -46,7 +46,7 @@ class TritonPythonModel:
         # CORRID is UINT64; reinterpreting the bits as int64 gives a stable key without uint64 arithmetic.
         ids = tensor("CORRID").reshape(-1).view(torch.int64).tolist()
         out = torch.empty_like(values)
-        for row, (start, key) in enumerate(zip(starts, ids)):
+        for row, (start, key) in enumerate(zip(starts, ids, strict=False)):
             base = self.totals.get(key) if not start else None
             total = values[row].sum() if base is None else base + values[row].sum()
             self.totals[key] = total
