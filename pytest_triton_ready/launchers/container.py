@@ -209,7 +209,8 @@ class ContainerLauncher:
         # Docker engine runs here and the runner is not itself in a container.
         self.capabilities = LauncherCapabilities(owns_process=True, can_signal_instance=True, can_restart=True,
                                                  can_read_process_memory=bind_address == "127.0.0.1",
-                                                 can_see_processes=False, can_start_scratch=False)
+                                                 can_see_processes=False, can_start_scratch=False,
+                                                 can_read_container_memory=True)
         self.failed_models: dict[str, str] = {}
         self.workdir = Path(tempfile.mkdtemp(prefix="triton-ready-container-"))
         self.log_path = self.workdir / "tritonserver.log"

@@ -110,10 +110,16 @@ def refusal_line(engine_message: str, ulimits: str, origin: str) -> str | None:
         shown = format_ulimits({name: (soft, hard)})
         return (f"the container engine refused the resource limit {shown} ({setting}): it cannot raise it on this "
                 f"host; lower or drop it, e.g. --triton-ulimits={_without(asked, name)}")
-    what = "that limit" if name == "?" else f"the limit {name}"
+    # The engine's own default for this limit is what failed: podman, for one, stops applying its
+    # containers.conf `default_ulimits` once a container asks for any limit, and its built-in
+    # nofile/nproc defaults are above the hard limits of a host without CAP_SYS_RESOURCE.
+    suggested = dict(asked)
+    for extra in ("nofile", "nproc", *([name] if name in RLIMIT_NAMES else [])):
+        suggested.setdefault(extra, (4096, 4096))
+    what = "a resource limit" if name == "?" else f"the resource limit {name}"
     return (f"the container engine could not set {what}, which {setting} does not ask for: the engine's own "
-            f"default for it is above what this host allows once other limits are given; set it within the "
-            f"host's hard limit (e.g. add {name if name != '?' else 'nofile'}=4096) or use --triton-ulimits=none")
+            f"default is above this host's hard limit once other limits are asked for; give it within the host's "
+            f"limit, e.g. --triton-ulimits={format_ulimits(suggested)}, or --triton-ulimits=none")
 
 
 def _without(limits: dict[str, tuple[int, int]], name: str) -> str:
