@@ -82,6 +82,14 @@ def _docker_answers() -> bool:
     return True
 
 
+def _end_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test session itself dies (killed outright), so
+    the service never outlives it."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class PodmanService:
     """`podman system service` on a socket of its own, in its own process group."""
 
@@ -101,7 +109,8 @@ class PodmanService:
         env = {**os.environ, "CONTAINERS_CONF": str(self.conf)}
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(["podman", "system", "service", "--time=0", self.docker_host],
-                                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                            preexec_fn=_end_with_parent)
         import docker
 
         deadline = time.monotonic() + timeout_s
