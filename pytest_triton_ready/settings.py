@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, Field, create_model
 
+from .launchers.ulimits import DEFAULT_ULIMITS
 from .redaction import (
     MIN_SECRET_CHARS,
     Redactor,
@@ -94,6 +95,12 @@ def _count(text: str | int) -> int:
     if value != int(value) or value < 1:
         raise ValueError(f"must be a whole number >= 1, got {text}")
     return int(value)
+
+
+def _ulimits(value: Any) -> str:
+    from .launchers.ulimits import ulimits_setting
+
+    return ulimits_setting(value)
 
 
 def _launcher(text: str) -> str:
@@ -209,6 +216,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_image", "server.image", "Container image for --triton-launch=container.", metavar="IMAGE"),
     Option("triton_gpus", "server.gpus", "GPUs for the container launcher: all (the default), none, or indices or UUIDs like 0,1.", metavar="GPUS"),
     Option("triton_shm_size", "server.shm_size", "Shared memory of the container launcher's container (docker --shm-size), e.g. 1g.", str, "1g", "SIZE"),
+    Option("triton_ulimits", "server.ulimits", "Resource limits of the container launcher's container (docker --ulimit): NAME=VALUE[,...] with VALUE a number, SOFT:HARD or -1 (unlimited), or none; the default is Triton's advice. In YAML also a mapping.", _ulimits, DEFAULT_ULIMITS, "LIMITS"),
     Option("triton_server_log", "server.log_file", "Keep the launched server's whole log in this file when the run ends.", Path, None, "FILE"),
     Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", _count, 16, "N"),
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
@@ -260,6 +268,7 @@ class ServerSection(Section):
     image: str | None = _option_field("triton_image")
     gpus: str | None = _option_field("triton_gpus")
     shm_size: str | None = _option_field("triton_shm_size")
+    ulimits: Annotated[dict[str, int | str] | str | None, _checked_by("triton_ulimits")] = _option_field("triton_ulimits")
     log_file: str | None = _option_field("triton_server_log")
     args: list[str] = setting(list, "extra tritonserver flags, used where the run starts the server")
 
@@ -354,6 +363,7 @@ class Settings:
     triton_image: str | None = None
     triton_gpus: str | None = None
     triton_shm_size: str = "1g"
+    triton_ulimits: str = DEFAULT_ULIMITS
     triton_server_log: Path | None = None
     triton_dynamic_dim: int = 16
     triton_slo_p99_ms: float | None = None

@@ -22,6 +22,7 @@ import pytest
 # second import of ml_dtypes (under tritonclient) or of generated protobuf modules fails.
 import tritonclient.grpc.model_config_pb2  # noqa: F401
 import tritonclient.http  # noqa: F401
+from container_engine import container_engine  # noqa: F401  (a real container engine, session-scoped)
 from shared_server import SharedDemoServer
 
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
@@ -30,7 +31,7 @@ from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLaun
 SERVER_FIXTURES = frozenset({
     "demo_server", "run_checklist", "pytester", "load_server", "engine", "canary_server", "broken_server",
     "production_server", "prometheus_binary", "browser", "container_settings", "evidence", "pytriton_wheel",
-    "h200_endpoint", "h200_checklist",
+    "h200_endpoint", "h200_checklist", "container_engine",
 })
 # Tests that start a server, a subprocess of the project or a pip build on their own.
 SERVER_TESTS = frozenset({

@@ -1,6 +1,8 @@
-"""The container launcher: its specification (unit tests, no Docker needed), its answer where no
-Docker engine runs, and, where one answers, a real tritonserver container started, probed, killed,
-restarted and removed."""
+"""The container launcher: its specification (unit tests, no engine needed), its one-line answers
+(no engine, no image, a refused resource limit), the lifecycle against a host process standing in
+for the container, and a real engine (tests/container_engine.py: podman's Docker API service and a
+locally built tritonserver image): start and readiness, the config and monitoring phases, the PERF-4
+crash-restart and dead-instance experiments through the container, logs, memory, and removal."""
 
 from __future__ import annotations
 
@@ -11,14 +13,24 @@ import time
 
 import pytest
 
+from pytest_triton_ready.gate import EXIT_UNREACHABLE
 from pytest_triton_ready.launchers import LaunchError
 from pytest_triton_ready.launchers.container import (
-    CONTAINER_REPOSITORY, GRPC_PORT, HTTP_PORT, LIST_PROCESSES_SCRIPT, METRICS_PORT, ContainerLauncher,
-    container_spec, parse_gpus, parse_process_list, select_stubs,
+    CONTAINER_REPOSITORY,
+    GRPC_PORT,
+    HTTP_PORT,
+    LIST_PROCESSES_SCRIPT,
+    METRICS_PORT,
+    ContainerLauncher,
+    _docker_failure,
+    container_memory,
+    container_spec,
+    parse_gpus,
+    parse_process_list,
+    select_stubs,
 )
-from pytest_triton_ready.gate import EXIT_UNREACHABLE
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
-from pytest_triton_ready.settings import build_settings
+from pytest_triton_ready.settings import SettingsError, build_settings
 
 IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 PORTS = {HTTP_PORT: 18000, GRPC_PORT: 18001, METRICS_PORT: 18002}
@@ -30,17 +42,6 @@ def settings_from(cli=None, environ=None, yaml_text=None, tmp_path=None):
         config_file = tmp_path / "triton-ready.yaml"
         config_file.write_text(yaml_text)
     return build_settings(dict(cli or {}), {}, environ or {}, config_file=str(config_file) if config_file else None)
-
-
-def docker_engine_reason() -> str | None:
-    """None when a Docker engine answers a ping, else why not."""
-    try:
-        import docker
-
-        docker.from_env(timeout=5).ping()
-    except Exception as exc:  # ImportError, DockerException, connection errors
-        return f"no Docker engine answers here ({type(exc).__name__}: {' '.join(str(exc).split())[:160]})"
-    return None
 
 
 # -- the specification ---------------------------------------------------------------------------
@@ -155,26 +156,34 @@ def test_parse_process_list_skips_kernel_threads_and_noise():
     assert parse_process_list(text) == [(1, "tritonserver --model-repository=/models"), (37, "sh -c true")]
 
 
-# -- no Docker engine: one readable line --------------------------------------------------------
-@pytest.mark.skipif(docker_engine_reason() is None, reason="a Docker engine answers here")
-def test_without_a_docker_engine_start_fails_with_one_line():
+# -- no engine, no image, a refused limit: one readable line --------------------------------------
+DEAD_ENGINE = "unix:///nonexistent/triton-ready-test/docker.sock"
+
+
+def test_without_a_docker_engine_start_fails_with_one_line(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", DEAD_ENGINE)
     launcher = ContainerLauncher(settings_from({"triton_image": IMAGE, "triton_gpus": "none",
                                                 "triton_startup_timeout": "5"}))
     workdir = launcher.workdir
     with pytest.raises(LaunchError) as error:
         launcher.start()
-    assert str(error.value).startswith("no Docker engine answers")
+    assert str(error.value).startswith(f"no Docker engine answers (DOCKER_HOST={DEAD_ENGINE}): ")
     assert "\n" not in str(error.value)
     assert launcher.log_text() == ""
     launcher.cleanup()
     assert not workdir.exists()
 
 
-@pytest.mark.skipif(docker_engine_reason() is None, reason="a Docker engine answers here")
-def test_checklist_reports_why_the_container_could_not_start(run_checklist):
-    run = run_checklist("test_config.py", url=None, args=("--triton-launch=container", f"--triton-image={IMAGE}",
-                                                          "--triton-gpus=none"))
-    assert_stopped_with_one_reason(run, "no Docker engine answers")
+def test_checklist_stops_at_a_container_that_cannot_start_with_one_line_and_exit_8(run_checklist, monkeypatch):
+    """A failed launch is reported once, not once per check: the run stops with exit code 8."""
+    monkeypatch.setenv("DOCKER_HOST", DEAD_ENGINE)
+    run = run_checklist("test_config.py", "test_monitoring.py", url=None,
+                        args=("--triton-launch=container", f"--triton-image={IMAGE}", "--triton-gpus=none"))
+    assert run.outcome.ret == 8
+    output = run.outcome.stdout.str()
+    assert output.count("no Docker engine answers") == 2  # the stop line and the verdict line
+    assert "Traceback" not in output and "APIError" not in output
+    assert run.report["verdict"] == "INCOMPLETE"
 
 
 def test_checklist_without_an_image_names_the_missing_option(run_checklist):
@@ -182,48 +191,172 @@ def test_checklist_without_an_image_names_the_missing_option(run_checklist):
     assert_stopped_with_one_reason(run, "needs --triton-image")
 
 
-# -- a real container, where a Docker engine answers ---------------------------------------------
-@pytest.fixture(scope="module")
-def container_settings():
-    reason = docker_engine_reason()
-    if reason:
-        pytest.skip(reason)
-    return settings_from({"triton_image": os.environ.get("TRITON_READY_TEST_IMAGE", IMAGE),
-                          "triton_gpus": os.environ.get("TRITON_READY_TEST_GPUS", "none"),
-                          "triton_startup_timeout": "600"})
+def test_ulimits_setting_forms_and_errors(tmp_path):
+    assert settings_from({}).triton_ulimits == "memlock=-1,stack=67108864"  # Triton's advice
+    assert settings_from({"triton_ulimits": "stack=unlimited, nofile=1024:4096"}).triton_ulimits == \
+        "stack=-1,nofile=1024:4096"
+    assert settings_from({"triton_ulimits": "none"}).triton_ulimits == "none"
+    yaml_settings = settings_from(yaml_text="server:\n  ulimits: {memlock: 65536, stack: 67108864}\n", tmp_path=tmp_path)
+    assert yaml_settings.triton_ulimits == "memlock=65536,stack=67108864"
+    assert yaml_settings.origins["triton_ulimits"].endswith("triton-ready.yaml:2 (server.ulimits)")
+    for bad, expected in (("stack", "expected NAME=VALUE"), ("stak=1", "unknown limit 'stak'"),
+                          ("nofile=10:5", "above the hard limit"), ("nofile=lots", "expected a number")):
+        with pytest.raises(SettingsError, match=expected):
+            settings_from({"triton_ulimits": bad})
 
 
-def test_container_serves_kills_stubs_restarts_and_is_removed(container_settings):
-    import docker
+def test_spec_asks_for_the_configured_ulimits_or_none():
+    kwargs = container_spec(settings_from({"triton_image": IMAGE, "triton_ulimits": "stack=67108864,nofile=4096"}),
+                            host_ports=PORTS).run_kwargs()
+    assert {u["Name"]: (u["Soft"], u["Hard"]) for u in kwargs["ulimits"]} == {
+        "stack": (67108864, 67108864), "nofile": (4096, 4096)}
+    assert "ulimits" not in container_spec(settings_from({"triton_image": IMAGE, "triton_ulimits": "none"}),
+                                           host_ports=PORTS).run_kwargs()
 
+
+def test_a_refused_limit_is_one_line_naming_the_limit_and_the_setting():
+    spec = container_spec(settings_from({"triton_image": IMAGE, "triton_ulimits": "memlock=-1,stack=67108864,nofile=4096"}),
+                          host_ports=PORTS)
+    runc = ('500 Server Error: Internal Server Error ("runc: runc create failed: unable to start container process: '
+            'error during container init: error setting rlimits for ready process: error setting rlimit type 8: '
+            'operation not permitted: OCI permission denied")')
+    line = _docker_failure(RuntimeError(runc), spec)
+    assert line.startswith("the container engine refused the resource limit memlock=-1 "
+                           "(--triton-ulimits=memlock=-1,stack=67108864,nofile=4096 (from cli; YAML server.ulimits))")
+    assert line.endswith("e.g. --triton-ulimits=stack=67108864,nofile=4096")
+    engine_default = _docker_failure(RuntimeError(runc.replace("type 8", "type 7")),
+                                     container_spec(settings_from({"triton_image": IMAGE}), host_ports=PORTS))
+    assert "could not set the resource limit nofile, which --triton-ulimits=memlock=-1,stack=67108864 (from default" \
+        in engine_default
+    assert "--triton-ulimits=memlock=-1,stack=67108864,nofile=4096,nproc=4096" in engine_default
+    assert "\n" not in line + engine_default
+
+
+def test_container_memory_from_engine_stats():
+    assert container_memory({"memory_stats": {"usage": 100 * 2**20, "stats": {"inactive_file": 20 * 2**20}}}) == \
+        (80 * 2**20, None)
+    assert container_memory({"memory_stats": {"usage": 5000, "limit": 10**9}}) == (5000.0, None)
+    value, why = container_memory({"memory_stats": {}})
+    assert value is None and "no memory cgroup" in why
+
+
+# -- a real container engine (tests/container_engine.py: podman's API service here) --------------
+def _names(client) -> set[str]:
+    return {c.name for c in client.containers.list(all=True)}
+
+
+def test_real_container_starts_serves_and_is_removed_with_its_volumes(container_engine, record_property):
+    """Start and readiness, the endpoints, the limits and stubs inside, the engine's memory
+    reading, logs, a graceful stop, and a cleanup that leaves no container and no volume."""
     from pytest_triton_ready.client import TritonClient
 
-    launcher = ContainerLauncher(container_settings)
+    client = container_engine.client()
+    volumes_before = {v.name for v in client.volumes.list()}
+    launcher = ContainerLauncher(settings_from(container_engine.settings()))
     try:
+        started = time.monotonic()
         endpoints = launcher.start()
-        client = TritonClient(endpoints.http_url, endpoints.grpc_url, {}, 10.0)
-        assert client.infer("scale").ok
-        stubs = launcher.stub_pids("scale")
-        assert len(stubs) == 2
-        launcher.signal_process(stubs[0])
-        assert len(launcher.stub_pids("scale")) == 1
-        assert launcher.restart() == endpoints  # the same host ports after a restart
+        ready_s = time.monotonic() - started
+        record_property("container_start_to_ready_s", round(ready_s, 2))
+        print(f"{container_engine.kind}: image build {container_engine.build_s}, start to ready {ready_s:.2f} s")
         assert TritonClient(endpoints.http_url, endpoints.grpc_url, {}, 10.0).infer("scale").ok
-        assert "successfully loaded 'scale'" in launcher.log_text(1000)
         name = launcher.wrapped.name
-        assert launcher.stop() is not None
+        assert name in _names(client)
+        assert {s.instance for s in launcher.stubs()} == {"scale_0_0", "scale_0_1", "cached_sum_0_0", "accumulate_0_0"}
+        if launcher.spec.ulimits.get("stack") == (67108864, 67108864):
+            assert launcher.exec(["sh", "-c", "ulimit -s"]) == (0, "65536\n")  # KiB: the asked 64 MiB
+        memory, why = launcher.memory_usage()
+        assert why is None and 10 * 2**20 < memory < 8 * 2**30
+        assert "successfully loaded 'scale'" in launcher.log_text(1000)
+        assert launcher.stop(grace_s=40) == 0  # SIGTERM: tritonserver exits by itself
+        assert "successfully unloaded 'scale'" in launcher.log_path.read_text()
+    finally:
+        workdir = launcher.workdir
+        launcher.cleanup()
+    assert name not in _names(client)
+    assert {v.name for v in client.volumes.list()} == volumes_before
+    assert not workdir.exists()
+
+
+def test_real_engine_answers_a_missing_image_with_one_line(container_engine):
+    launcher = ContainerLauncher(settings_from(container_engine.settings(
+        triton_image="localhost/triton-ready/no-such-image:0")))
+    try:
+        with pytest.raises(LaunchError) as error:
+            launcher.start()
     finally:
         launcher.cleanup()
-    with pytest.raises(docker.errors.NotFound):
-        docker.from_env().containers.get(name)
+    message = str(error.value)
+    assert message.startswith("image localhost/triton-ready/no-such-image:0 is not in the container engine ")
+    assert "could not be pulled" in message and "\n" not in message
 
 
-def test_checklist_runs_against_a_container(run_checklist, container_settings):
-    run = run_checklist("test_config.py", url=None, args=(
-        "--triton-launch=container", f"--triton-image={container_settings.triton_image}",
-        f"--triton-gpus={container_settings.triton_gpus}", "--triton-startup-timeout=600"))
-    run.outcome.assert_outcomes(passed=3)
+def test_real_engine_refusing_a_limit_is_one_line(container_engine):
+    """Triton's advice (unlimited locked memory) on an engine that cannot grant it: one line naming
+    the limit and the setting; where the engine can grant it, the container simply starts."""
+    launcher = ContainerLauncher(settings_from(container_engine.settings(
+        triton_ulimits="memlock=-1,stack=67108864,nofile=4096,nproc=4096")))
+    try:
+        try:
+            launcher.start()
+        except LaunchError as error:
+            message = str(error)
+            assert message.startswith("the container engine refused the resource limit memlock=-1 "), message
+            assert "--triton-ulimits=stack=67108864,nofile=4096,nproc=4096" in message and "\n" not in message
+        else:
+            assert launcher.exec(["sh", "-c", "ulimit -l"]) == (0, "unlimited\n")
+    finally:
+        launcher.cleanup()
+
+
+def test_real_engine_soak_reads_the_containers_memory(container_engine):
+    from pytest_triton_ready.metrics import scrape
+    from pytest_triton_ready.soak.sampler import Sampler
+
+    launcher = ContainerLauncher(settings_from(container_engine.settings()))
+    try:
+        endpoints = launcher.start()
+        sampler = Sampler(lambda: scrape(endpoints.metrics_url, {}, 5.0), ["scale"], lambda: None,
+                          server_memory=launcher.memory_usage)
+        reading = sampler.read()
+        assert reading.server_rss_bytes and reading.server_rss_bytes > 10 * 2**20, reading.notes
+        assert not [note for note in reading.notes if note.startswith("container memory")]
+    finally:
+        launcher.cleanup()
+
+
+def test_real_container_config_and_monitoring_phases(run_checklist, container_engine):
+    run = run_checklist("test_config.py", "test_monitoring.py", url=None,
+                        args=("--triton-launch=container", *container_engine.launcher_args()))
+    assert run.outcome.ret in (0, 1, 6), run.outcome.stdout.str()[-2000:]  # a verdict, not a failed launch
     assert run.report["context"]["launcher"] == "container"
+    assert {r["verdict"] for r in run.report["results"]} <= {"pass", "fail", "incomplete", "not_applicable", "skip"}
+    assert run.result("test_models_answer_inference")["verdict"] == "pass"
+    assert not {n for n in _names(container_engine.client()) if n.startswith("triton-ready-")}  # removed
+
+
+def test_real_container_fault_experiments(run_checklist, container_engine, record_property):
+    """PERF-4 through the container launcher: the server killed (SIGKILL) and the container
+    started again; one python backend stub killed through exec; both judged on their merits."""
+    run = run_checklist("test_performance_recovery.py", url=None,
+                        args=("--triton-launch=container", *container_engine.launcher_args(),
+                              "-k", "crash_restart or dead_instance"))
+    assert run.outcome.ret in (0, 1), run.outcome.stdout.str()[-3000:]
+    crash = run.result("test_server_crash_restart_answers_correctly")
+    dead = run.result("test_dead_instance_is_reported_and_recovers")
+    for result in (crash, dead):
+        assert result["verdict"] in ("pass", "fail"), result
+    numbers = {m["name"]: m["value"] for r in (crash, dead) for m in r["measurements"]}
+    first = numbers["time from SIGKILL until the first correct inference"]
+    recovered = numbers["time from unload + load until every instance answers"]
+    record_property("crash_to_first_correct_inference_s", first)
+    record_property("dead_instance_unload_load_recovery_s", recovered)
+    print(f"through the container: SIGKILL to first correct inference {first} s; dead instance back "
+          f"{recovered} s after unload + load")
+    assert first > 0 and recovered > 0
+    # The stub was found and killed inside the container: the experiment saw the instance dead.
+    assert "/v2/health/ready while the instance was dead" in numbers
+    assert not {n for n in _names(container_engine.client()) if n.startswith("triton-ready-")}
 
 
 # -- the launcher's lifecycle, with the server as a host process standing in for the container ----

@@ -41,6 +41,8 @@ class LauncherCapabilities:
         a kill left behind can be counted.
     can_start_scratch: a second server of the same kind can be started on another repository
         (`scratch`), e.g. for a version rollout on a scratch copy.
+    can_read_container_memory: the server runs in a container whose memory the engine reports
+        (`memory_usage()`: bytes, or None and why).
     """
 
     owns_process: bool
@@ -49,6 +51,7 @@ class LauncherCapabilities:
     can_read_process_memory: bool
     can_see_processes: bool = False
     can_start_scratch: bool = False
+    can_read_container_memory: bool = False
 
 
 @runtime_checkable

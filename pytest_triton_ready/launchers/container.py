@@ -26,12 +26,14 @@ from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported, serving
 from .embedded import DEMO_REPOSITORY
 from .process import StubProcess, free_port, last_error_line, log_tail, stub_of
 from .settle import failed_models, settled
+from .ulimits import DEFAULT_ULIMITS, format_ulimits, parse_ulimits, refusal_line
 
 CONTAINER_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 DEFAULT_SHM_SIZE = "1g"
-# Triton's own advice for `docker run`: unlimited locked memory and a 64 MiB stack.
-ULIMITS = {"memlock": (-1, -1), "stack": (67108864, 67108864)}
+# Triton's own advice for `docker run`: unlimited locked memory and a 64 MiB stack (the default of
+# --triton-ulimits / server.ulimits).
+ULIMITS = parse_ulimits(DEFAULT_ULIMITS)
 STUB_NAME = "triton_python_backend_stub"
 _SHM_SIZE = re.compile(r"^[1-9][0-9]*[bkmg]?$", re.IGNORECASE)
 _GPU_ID = re.compile(r"^([0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
@@ -80,6 +82,8 @@ class ContainerSpec:
     host_ports: dict[int, int]
     bind_address: str = "127.0.0.1"
     environment: dict[str, str] = field(default_factory=dict)
+    ulimits: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(ULIMITS))
+    ulimits_origin: str = "default"  # where --triton-ulimits came from, for the engine's refusal
 
     @property
     def ports(self) -> dict[str, tuple[str, int]]:
@@ -104,10 +108,9 @@ class ContainerSpec:
     def run_kwargs(self) -> dict[str, Any]:
         from docker.types import Ulimit
 
-        kwargs: dict[str, Any] = {
-            "shm_size": self.shm_size,
-            "ulimits": [Ulimit(name=name, soft=soft, hard=hard) for name, (soft, hard) in ULIMITS.items()],
-        }
+        kwargs: dict[str, Any] = {"shm_size": self.shm_size}
+        if self.ulimits:
+            kwargs["ulimits"] = [Ulimit(name=name, soft=soft, hard=hard) for name, (soft, hard) in self.ulimits.items()]
         requests = self.device_requests()
         if requests:
             kwargs["device_requests"] = requests
@@ -149,8 +152,15 @@ def container_spec(settings, host_ports: dict[int, int] | None = None, bind_addr
     if host_ports is None:
         host_ports = {port: free_port() for port in (HTTP_PORT, GRPC_PORT, METRICS_PORT)}
     extra_args = settings.section("server").get("args") or []
+    ulimits_text = getattr(settings, "triton_ulimits", None) or DEFAULT_ULIMITS
+    try:
+        ulimits = parse_ulimits(ulimits_text)
+    except ValueError as exc:
+        raise LaunchError(f"--triton-ulimits from {sources.get('triton_ulimits', 'default')}: {exc}") from None
+    origins = getattr(settings, "origins", {})
     return ContainerSpec(image, server_command(exit_timeout_s, extra_args), repository, gpus, shm_size.lower(),
-                         dict(host_ports), bind_address)
+                         dict(host_ports), bind_address, ulimits=ulimits,
+                         ulimits_origin=origins.get("triton_ulimits", sources.get("triton_ulimits", "default")))
 
 
 def parse_process_list(text: str) -> list[tuple[int, str]]:
@@ -199,7 +209,8 @@ class ContainerLauncher:
         # Docker engine runs here and the runner is not itself in a container.
         self.capabilities = LauncherCapabilities(owns_process=True, can_signal_instance=True, can_restart=True,
                                                  can_read_process_memory=bind_address == "127.0.0.1",
-                                                 can_see_processes=False, can_start_scratch=False)
+                                                 can_see_processes=False, can_start_scratch=False,
+                                                 can_read_container_memory=True)
         self.failed_models: dict[str, str] = {}
         self.workdir = Path(tempfile.mkdtemp(prefix="triton-ready-container-"))
         self.log_path = self.workdir / "tritonserver.log"
@@ -272,6 +283,7 @@ class ContainerLauncher:
         except ImportError:
             raise LaunchError("the container launcher needs testcontainers: "
                               "pip install 'pytest-triton-ready[container]'") from None
+        self._preflight()
         container = DockerContainer(self.spec.image, command=list(self.spec.command),
                                     name=f"triton-ready-{self.workdir.name.rsplit('-', 1)[-1].lower()}")
         for host, mount in self.spec.volumes.items():
@@ -282,9 +294,35 @@ class ContainerLauncher:
         container.with_kwargs(**self.spec.run_kwargs())
         return container
 
+    def _preflight(self) -> None:
+        """The engine answers and has the image (pulled here when it does not): one line if not."""
+        import docker
+
+        try:
+            client = docker.from_env(timeout=30)
+            client.ping()
+        except Exception as exc:
+            raise LaunchError(f"no Docker engine answers ({engine_address()}): {_short(exc)}") from None
+        try:
+            try:
+                client.images.get(self.spec.image)
+            except docker.errors.ImageNotFound:
+                try:
+                    client.images.pull(self.spec.image)
+                    client.images.get(self.spec.image)
+                except Exception as exc:
+                    raise LaunchError(f"image {self.spec.image} is not in the container engine "
+                                      f"({engine_address()}) and could not be pulled: {_short(exc)}") from None
+        finally:
+            client.close()
+
     def _locate(self) -> None:
-        """Where this runner reaches the container: testcontainers knows (the Docker host, or the
-        container's bridge address when the runner itself runs in a container)."""
+        """Where this runner reaches the container: on loopback when the engine runs beside the
+        runner; otherwise testcontainers knows (the Docker host, or the container's bridge address
+        when the runner itself runs in a container)."""
+        if self.spec.bind_address == "127.0.0.1":
+            self._host, self._ports = "127.0.0.1", dict(self.spec.host_ports)
+            return
         host = self.container.get_container_host_ip()
         self._host = "127.0.0.1" if host in ("localhost", "::1") else host
         try:
@@ -426,34 +464,101 @@ class ContainerLauncher:
         return sorted(found, key=lambda s: s.instance)
 
     def signal_process(self, pid: int, sig: int = signal.SIGKILL) -> None:
-        """Send a signal to a process inside the container (e.g. kill a stub)."""
-        code, output = self.exec(["kill", f"-{int(sig)}", str(int(pid))])
+        """Send a signal to a process inside the container (e.g. kill a stub); the shell's own
+        `kill`, so the image needs no procps."""
+        code, output = self.exec(["sh", "-c", f"kill -{int(sig)} {int(pid)}"])
         if code != 0:
             raise LaunchError(f"kill -{int(sig)} {pid} inside the container failed: {output.strip()[:200]}")
 
 
+    # -- the container's memory, for the soak -------------------------------------------------
+    def memory_usage(self) -> tuple[float | None, str | None]:
+        """(bytes, None): the container's memory as the engine's stats report it (what `docker
+        stats` shows: usage less the inactive page cache); (None, why) where the engine exposes
+        none, e.g. without a memory cgroup."""
+        if self.wrapped is None:
+            return None, "container memory: the container is not running"
+        try:
+            stats = self.wrapped.stats(stream=False)
+        except Exception as exc:
+            return None, f"container memory: the engine gave no stats: {_short(exc)}"
+        return container_memory(stats)
+
+
+def container_memory(stats: dict[str, Any]) -> tuple[float | None, str | None]:
+    """Memory in use from a Docker API stats document, as `docker stats` computes it."""
+    memory = stats.get("memory_stats") or {}
+    usage = memory.get("usage")
+    if not usage:
+        return None, ("container memory: the engine reports no memory usage for the container (no memory cgroup "
+                      "for it: cgroups off or not delegated to the engine)")
+    detail = memory.get("stats") or {}
+    cache = detail.get("total_inactive_file", detail.get("inactive_file", 0)) or 0
+    return float(usage - cache if cache < usage else usage), None
+
+
+def engine_address() -> str:
+    """Where docker-py looks for the engine, for messages."""
+    import os
+
+    host = os.environ.get("DOCKER_HOST")
+    return f"DOCKER_HOST={host}" if host else "DOCKER_HOST unset: /var/run/docker.sock"
+
+
+def _short(exc: Exception, limit: int = 200) -> str:
+    return " ".join(str(exc).split())[:limit] or type(exc).__name__
+
+
 def _bind_address() -> str:
-    """Loopback when Docker runs on this host and the runner is not itself in a container; every
-    interface otherwise, since the engine's loopback is not the runner's."""
+    """Loopback when the engine runs on this host and shares its network with the runner; every
+    interface otherwise, since the engine's loopback is not the runner's. A runner in a container
+    (/.dockerenv) whose engine is reached through a local socket is on the engine's host when the
+    engine answers with this host's name (podman in the same sandbox); otherwise it is a sibling
+    container of the runner (the host's socket mounted in)."""
     try:
         from testcontainers.core.docker_client import get_docker_host
         from testcontainers.core.utils import inside_container
     except ImportError:
         return "127.0.0.1"
     host = get_docker_host() or ""
-    remote = host.startswith(("tcp://", "ssh://", "http://", "https://"))
-    return "0.0.0.0" if remote or inside_container() else "127.0.0.1"
+    if host.startswith(("tcp://", "ssh://", "http://", "https://")):
+        return "0.0.0.0"
+    if not inside_container():
+        return "127.0.0.1"
+    return "127.0.0.1" if engine_on_this_host() else "0.0.0.0"
+
+
+def engine_on_this_host() -> bool:
+    """The engine reports this host's name (docker info `Name`): it runs beside the runner."""
+    import socket
+
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        try:
+            return client.info().get("Name") == socket.gethostname()
+        finally:
+            client.close()
+    except Exception:
+        return False
 
 
 def _docker_failure(exc: Exception, spec: ContainerSpec) -> str:
     """One readable line for what Docker answered."""
     text = " ".join(str(exc).split())
+    refused = refusal_line(text, format_ulimits(spec.ulimits), spec.ulimits_origin)
+    if refused:
+        return refused
+    if "ryuk" in text.lower():
+        return ("testcontainers could not start its Ryuk reaper container (its image cannot be pulled here?): set "
+                f"TESTCONTAINERS_RYUK_DISABLED=true ({text[:200]})")
     if "could not select device driver" in text or "nvidia-container" in text:
         return (f"Docker could not give the container GPUs ({spec.gpus.describe()}): install the NVIDIA "
                 f"Container Toolkit, or run without GPUs with --triton-gpus=none ({text[:200]})")
     if any(word in text for word in ("Error while fetching server API version", "Connection refused",
                                      "FileNotFoundError", "No such file or directory")):
-        return f"no Docker engine answers (DOCKER_HOST or /var/run/docker.sock): {text[:200]}"
+        return f"no Docker engine answers ({engine_address()}): {text[:200]}"
     if "not found" in text.lower() and spec.image in text:
         return f"image {spec.image} could not be pulled: {text[:200]}"
     return f"Docker failed to start {spec.image}: {type(exc).__name__}: {text[:300]}"

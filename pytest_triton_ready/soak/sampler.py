@@ -4,13 +4,15 @@ Each reading is independent: one that cannot be taken is None with a note saying
 others still count. Triton's nv_cpu_memory_used_bytes is the *host's* used memory (Triton reads
 /proc/meminfo), so it is a server signal only where the server has its host to itself; the RSS of
 the server's process tree (tritonserver and its python backend stubs) is read when the runner owns
-the server process.
+the server process. A server in a container is read as the container's memory from the engine's
+stats (what `docker stats` shows) where the engine reports it; where it does not (no memory
+cgroup), the reading says why and the process tree's RSS is read instead when its pid is local.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import psutil
 
@@ -51,8 +53,9 @@ class Sampler:
     """Takes one Reading: metrics scrape, server process tree, GPUs, and this runner."""
 
     def __init__(self, scrape: Callable[[], MetricsSnapshot], models: list[str], server_pid: Callable[[], int | None],
-                 gpu=None) -> None:
+                 gpu=None, server_memory: Callable[[], tuple[float | None, str | None]] | None = None) -> None:
         self._scrape = scrape
+        self._server_memory = server_memory
         self._models = list(models)
         self._server_pid = server_pid
         self._gpu = gpu
@@ -73,8 +76,12 @@ class Sampler:
             if used and used[0].value > 0:
                 reading.host_memory_used_bytes = used[0].value
         server: list[psutil.Process] = []
+        if self._server_memory is not None:
+            reading.server_rss_bytes, why = self._server_memory()
+            if why:
+                reading.notes.append(why)
         pid = self._server_pid()
-        if pid is not None:
+        if pid is not None and reading.server_rss_bytes is None:
             try:
                 server = process_tree(pid)
                 reading.server_rss_bytes = rss_of(server)

@@ -21,7 +21,9 @@ def soak_target(target: Any, plan: SoakPlan, header: dict[str, Any], gpu: Any = 
     engine = engine or LoadEngine.for_target(target)
     launcher = target.launcher
     readable = launcher.capabilities.can_read_process_memory  # the server's pid is a process of this host
-    sampler = Sampler(target.scrape_metrics, plan.models, lambda: launcher.pid if readable else None, gpu)
+    container = getattr(launcher.capabilities, "can_read_container_memory", False)  # the engine's stats
+    sampler = Sampler(target.scrape_metrics, plan.models, lambda: launcher.pid if readable else None, gpu,
+                      server_memory=launcher.memory_usage if container else None)
     journal = JournalWriter(plan.journal_path, header)
     outcome = None
     try:
