@@ -2,7 +2,7 @@
 """Bootstrap for a clone: makes .venv when needed, installs the project into it, then runs.
 
     python3 dev.py checklist [pytest options]   the checklist against an embedded Triton server
-    python3 dev.py test [pytest options]        the project's own test suite
+    python3 dev.py test [pytest options]        the project's own test suite (or the test files given)
 
 Needs only Python >= 3.10 with pip and venv. The install is redone when pyproject.toml changes.
 """
@@ -50,7 +50,8 @@ def main(argv: list[str]) -> int:
         launch = [] if any(a.startswith(("--triton-url", "--triton-launch")) for a in rest) else ["--triton-launch=embedded"]
         args = [str(python), "-m", "pytest_triton_ready.cli", *launch, *rest]
     else:
-        args = [str(python), "-m", "pytest", str(ROOT / "tests"), *rest]
+        paths = [a for a in rest if not a.startswith("-") and Path(a.split("::")[0]).exists()]
+        args = [str(python), "-m", "pytest", *([] if paths else [str(ROOT / "tests")]), *rest]
     return subprocess.run(args, cwd=os.getcwd()).returncode
 
 
