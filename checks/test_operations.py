@@ -115,6 +115,13 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     plan = FleetPlan(plans, placement, fleet["gpus"])
     plan.assumptions.append("throughput scales linearly with the number of instances")
     for model_plan_ in plans:
+        if measured[model_plan_.model].get("lower_bound"):
+            plan.assumptions.append(f"{model_plan_.model}: PERF-2's capacity is a lower bound (>= "
+                                    f"{model_plan_.measured_infer_s:.0f} infer/s; the sweep stopped at its maximum "
+                                    "concurrency), so the GPUs needed may be fewer")
+            check.finding(f"{model_plan_.model}: planned with a lower bound of the capacity (>= "
+                          f"{model_plan_.measured_infer_s:.0f} infer/s): the plan may ask for more GPUs than needed",
+                          severity="info", model=model_plan_.model)
         if model_plan_.model not in per_gpu:
             plan.assumptions.append(f"{model_plan_.model}: {model_plan_.instances_per_gpu} instance(s) per GPU, "
                                     "as measured (fleet.instances_per_gpu not declared)")

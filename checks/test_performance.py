@@ -9,7 +9,15 @@ import pytest
 
 from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred
-from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, shape_problems, sweep_levels
+from pytest_triton_ready.load.curve import (
+    KNEE_AND_CAPACITY,
+    CapacitySearch,
+    CurvePoint,
+    capacity,
+    enough_trusted,
+    knee,
+    shape_problems,
+)
 from pytest_triton_ready.load.profile import profile
 from pytest_triton_ready.models import ready_models
 from pytest_triton_ready.plan import require_allowed
@@ -129,11 +137,15 @@ def _benchmark(load, check, health, profiles):
 
 @pytest.mark.triton_check("PERF-2")
 def test_throughput_latency_curve(triton, load, check, triton_facts):
-    """Sweeping concurrency up to 2 x max_batch_size x instances, throughput never falls as
-    concurrency rises before the knee, latency does not explode below the target load, and some
-    point is within the latency budget; the curve, its knee and the capacity within SLO are reported.
-    A model with fewer than half of its points (or two) stable and valid makes the check INCOMPLETE
-    and publishes no capacity."""
+    """Sweeping concurrency until the capacity is found, throughput never falls as concurrency rises
+    before the knee, latency does not explode below the target load, and some point is within the
+    latency budget; the curve, its knee and the capacity within SLO are reported.
+
+    The sweep doubles concurrency up to 2 x max_batch_size x instances and on past it while
+    throughput still rises (curve_min_gain per doubling) within SLO and without errors, up to
+    curve_search_max_concurrency, bisecting where p99 left the budget; stopped by that bound while
+    still rising, the capacity is reported as a lower bound (">= N"). A model with fewer than half
+    of its points (or two) stable and valid makes the check INCOMPLETE and publishes no capacity."""
     require_allowed(check, triton.settings, "saturate", "the throughput-latency sweep drives every model to saturation")
     profiles = _profiles(triton)
     if not profiles:
@@ -155,15 +167,19 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
 
 def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fraction, drop_tolerance):
     incomplete = []
+    check.evidence("knee and capacity", KNEE_AND_CAPACITY)
     for prof in profiles:
         model = prof.model
         if health.skip(model):
             capacities.pop(model, None)
             continue
         _budget_note(check, prof)
+        search = CapacitySearch(prof.max_batch_size, prof.instances, prof.budget_p99_ms, success_min,
+                                max_concurrency=cap or int(check.threshold("curve_search_max_concurrency").value),
+                                min_gain=check.threshold("curve_min_gain").value)
         points = []
         died = False
-        for concurrency in sweep_levels(prof.max_batch_size, prof.instances, cap):
+        while (concurrency := search.next_level(points)) is not None:
             m = load.measure(model, concurrency=concurrency, server_stats=False)
             if health.observe(m, model=model, label=f"concurrency {concurrency}"):
                 died = True  # the rest of the curve would measure a broken model
@@ -173,8 +189,11 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                                      m.trustworthy, m.problem()))
             if m.problem():
                 check.finding(f"{model}: concurrency {concurrency}: {m.problem()}", severity="warning", model=model)
-            if past_saturation(points, prof.budget_p99_ms):
-                break
+        points.sort(key=lambda p: p.concurrency)
+        if search.reason:
+            check.finding(f"{model}: the sweep stopped at concurrency {points[-1].concurrency if points else 0} "
+                          f"(past the rule of thumb {search.rule_of_thumb}): {search.reason}", severity="info",
+                          model=model)
         trusted = [p for p in points if p.trustworthy]
         check.chart(f"{model}: latency vs throughput", "throughput (infer/s)", "latency (ms)",
                     {"p50": [(p.throughput_infer_s, p.p50_ms) for p in trusted],
@@ -214,8 +233,14 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
             "instances": int(prof.instances),
             "slo_p99_ms": prof.slo_p99_ms,
         }
-        check.measure("max throughput within SLO", round(capacities[model]["max_throughput_within_slo_infer_s"], 1),
-                      "infer/s", model=model)
+        lower_bound = search.capacity_is_lower_bound(points)
+        capacities[model]["lower_bound"] = lower_bound
+        check.measure("max throughput within SLO" + (" (lower bound)" if lower_bound else ""),
+                      round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model)
+        if lower_bound:
+            check.finding(f"{model}: capacity >= {capacities[model]['max_throughput_within_slo_infer_s']:.0f} infer/s: "
+                          f"throughput still rose within SLO at the search's bound (concurrency {points[-1].concurrency}, "
+                          "curve_search_max_concurrency)", severity="warning", model=model)
         if prof.min_throughput is not None:
             check.measure("max throughput within SLO vs min_throughput",
                           round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model,

@@ -151,6 +151,8 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "perf_target_concurrency": ThresholdSpec(8, "requests", "PERF-1 closed-loop concurrency for a model with no min_throughput SLO", COUNT),
     "perf_throughput_ratio_min": ThresholdSpec(0.95, "ratio", "PERF-1: lowest achieved/offered throughput at the target load", RATIO),
     "curve_max_concurrency": ThresholdSpec(0, "requests", "PERF-2/CFG-2: cap on the swept concurrency (0: 2 x max_batch_size x instances)", COUNT_OR_ZERO),
+    "curve_search_max_concurrency": ThresholdSpec(512, "requests", "PERF-2: highest concurrency the capacity search goes to past 2 x max_batch_size x instances; stopped there while still rising, the capacity is a lower bound", COUNT),
+    "curve_min_gain": ThresholdSpec(0.05, "ratio", "PERF-2: throughput gain per doubling of concurrency below which throughput has stopped rising", RATIO),
     "curve_knee_fraction": ThresholdSpec(0.90, "ratio", "PERF-2: the knee is the first point reaching this share of the highest throughput", FRACTION),
     "curve_drop_tolerance": ThresholdSpec(0.10, "ratio", "PERF-2: largest throughput fall allowed between two points before the knee", RATIO),
     "batching_min_average_batch_size": ThresholdSpec(1.0, "requests", "CFG-2: average batch size at saturation must be above this", NON_NEGATIVE),

@@ -10,7 +10,20 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred, small_batches
-from pytest_triton_ready.load.curve import CurvePoint, capacity, enough_trusted, knee, past_saturation, shape_problems, sweep_levels
+from pytest_triton_ready.load.curve import (
+    BOUND,
+    ERRORS,
+    OVER_BUDGET,
+    PLATEAU,
+    CapacitySearch,
+    CurvePoint,
+    capacity,
+    enough_trusted,
+    knee,
+    past_saturation,
+    shape_problems,
+    sweep_levels,
+)
 from pytest_triton_ready.load.engine import reported_stats
 from pytest_triton_ready.load.profile import ModelProfile
 from pytest_triton_ready.load.rules import MeasureRules, stability, validity
@@ -354,3 +367,40 @@ def test_ready_models_keep_the_scope_order_and_any_ready_version():
     assert ready_names(FakeClient()) == {"a", "c"}
     target = SimpleNamespace(client=FakeClient(), models=lambda: ["c", "b", "z", "a"])
     assert ready_models(target) == ["c", "a"]
+
+
+# -- the capacity search past the rule of thumb ---------------------------------------------------------
+def _run_search(search: CapacitySearch, curve) -> list[CurvePoint]:
+    """Feed `search` points from `curve(concurrency) -> (throughput, p99, success)` until it stops."""
+    points: list[CurvePoint] = []
+    while (level := search.next_level(points)) is not None:
+        throughput, p99, success = curve(level)
+        points.append(CurvePoint(level, throughput, p99 / 2, p99, success, True))
+        assert len(points) < 40, "the search does not end"
+    return points
+
+
+def test_search_goes_past_the_rule_of_thumb_until_throughput_stops_rising():
+    search = CapacitySearch(max_batch_size=4, instances=1, budget_p99_ms=100, success_min=0.999)
+    points = _run_search(search, lambda c: (min(c, 64) * 100.0, 5.0, 1.0))  # saturates at concurrency 64
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert search.rule_of_thumb == 8 and search.reason == PLATEAU
+    assert capacity(points, 100, 0.999).concurrency == 64 and not search.capacity_is_lower_bound(points)
+
+
+def test_search_bisects_where_p99_leaves_the_budget():
+    search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=50, success_min=0.999)
+    points = _run_search(search, lambda c: (c * 100.0, c * 1.0, 1.0))  # p99 = c ms: over budget past 50
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16, 32, 64, 48, 56]
+    assert search.reason == OVER_BUDGET
+    assert capacity(points, 50, 0.999).concurrency == 48
+
+
+def test_search_stops_at_errors_and_at_its_bound_with_a_lower_bound():
+    errors = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=50, success_min=0.999)
+    points = _run_search(errors, lambda c: (c * 100.0, 1.0, 1.0 if c < 16 else 0.9))
+    assert points[-1].concurrency == 16 and errors.reason == ERRORS
+    bounded = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=50, success_min=0.999, max_concurrency=32)
+    points = _run_search(bounded, lambda c: (c * 100.0, 1.0, 1.0))  # still rising at the bound
+    assert points[-1].concurrency == 32 and bounded.reason == BOUND
+    assert bounded.capacity_is_lower_bound(points)

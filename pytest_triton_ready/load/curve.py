@@ -2,7 +2,11 @@
 throughput within the latency budget, and what is wrong with the curve's shape.
 
 - Sweep: 1, 2, 4, ... up to 2 x max_batch_size x instances (the rule of thumb for saturation;
-  a model without batching: 2 x instances, at least 8).
+  a model without batching: 2 x instances, at least 8), then on past it (`CapacitySearch`):
+  doubling while throughput still rises by `min_gain` per doubling, p99 stays within the budget and
+  no request fails, bounded by a maximum concurrency; where p99 left the budget between two
+  doublings, bisecting between them. A search stopped by the bound while throughput still rose
+  finds a lower bound of the capacity, not the capacity.
 - Knee: the lowest concurrency whose throughput reaches `knee_fraction` (90%) of the curve's
   highest: past it, more concurrency buys latency, not throughput.
 - Capacity: the highest throughput among trustworthy points whose p99 is within the budget and
@@ -43,6 +47,93 @@ def sweep_levels(max_batch_size: int, instances: int, cap: int = 0) -> list[int]
         level *= 2
     levels.append(top)
     return levels
+
+
+PLATEAU, OVER_BUDGET, ERRORS, BOUND, SATURATED, UNTRUSTED = (
+    "throughput stopped rising", "p99 left the budget", "requests failed", "the maximum concurrency was reached",
+    "past saturation", "the last point was not stable and valid")
+
+
+@dataclass
+class CapacitySearch:
+    """Which concurrency to measure next, from the points measured so far (in order), and why the
+    search ended. Feed every measured point to `next_level`; None means done (`reason` says why)."""
+
+    max_batch_size: int
+    instances: int
+    budget_p99_ms: float
+    success_min: float
+    max_concurrency: int = 512
+    min_gain: float = 0.05
+    bisect_steps: int = 2
+    reason: str | None = None
+    _rule_levels: list[int] | None = None
+    _bisected: int = 0
+
+    def __post_init__(self) -> None:
+        self._rule_levels = sweep_levels(self.max_batch_size, self.instances, self.max_concurrency)
+
+    @property
+    def rule_of_thumb(self) -> int:
+        return self._rule_levels[-1]
+
+    def next_level(self, points: Sequence[CurvePoint]) -> int | None:
+        measured = {p.concurrency for p in points}
+        if points and past_saturation(points, self.budget_p99_ms, self.min_gain):
+            return self._done(SATURATED)
+        pending = [level for level in self._rule_levels if level not in measured]
+        if pending:
+            return pending[0]
+        return self._beyond_rule(points, measured)
+
+    def _beyond_rule(self, points: Sequence[CurvePoint], measured: set[int]) -> int | None:
+        by_level = sorted(points, key=lambda p: p.concurrency)
+        last = by_level[-1]
+        if not last.trustworthy:
+            return self._done(UNTRUSTED)
+        if (last.success_rate or 0) < self.success_min:
+            return self._done(ERRORS)
+        if last.p99_ms is not None and last.p99_ms > self.budget_p99_ms:
+            return self._bisect(by_level, measured)
+        half = next((p for p in by_level if p.concurrency * 2 == last.concurrency and p.trustworthy), None)
+        if half is not None and last.throughput_infer_s < half.throughput_infer_s * (1 + self.min_gain):
+            return self._done(PLATEAU)
+        if last.concurrency * 2 > self.max_concurrency:
+            return self._done(BOUND)
+        return last.concurrency * 2
+
+    def _bisect(self, by_level: Sequence[CurvePoint], measured: set[int]) -> int | None:
+        within = [p for p in by_level if p.trustworthy and p.p99_ms is not None and p.p99_ms <= self.budget_p99_ms]
+        over = [p for p in by_level if p.p99_ms is not None and p.p99_ms > self.budget_p99_ms]
+        if not within or self._bisected >= self.bisect_steps:
+            return self._done(OVER_BUDGET)
+        low = max(within, key=lambda p: p.concurrency).concurrency
+        high = min((p.concurrency for p in over if p.concurrency > low), default=None)
+        middle = (low + high) // 2 if high else None
+        if middle is None or middle in measured or middle <= low:
+            return self._done(OVER_BUDGET)
+        self._bisected += 1
+        return middle
+
+    def _done(self, reason: str) -> None:
+        self.reason = reason
+        return None
+
+    def capacity_is_lower_bound(self, points: Sequence[CurvePoint]) -> bool:
+        """The bound stopped a search whose best point within SLO is its highest concurrency."""
+        if self.reason != BOUND:
+            return False
+        best = capacity(points, self.budget_p99_ms, self.success_min)
+        return best is not None and best.concurrency == max(p.concurrency for p in points)
+
+
+KNEE_AND_CAPACITY = (
+    "Sweep: concurrency 1, 2, 4, ... to 2 x max_batch_size x instances, then doubling on while throughput rises by "
+    "at least curve_min_gain per doubling, p99 stays within the budget and no request fails, up to "
+    "curve_search_max_concurrency; where p99 left the budget between two doublings, bisected. Knee: the lowest "
+    "concurrency whose throughput reaches curve_knee_fraction of the highest. Capacity: the highest throughput "
+    "among stable, valid points with p99 within the budget and success at least success_rate_min; a lower bound "
+    "('>= N') when the maximum concurrency stopped a search that was still rising within SLO.")
 
 
 def past_saturation(points: Sequence[CurvePoint], budget_p99_ms: float, gain: float = 0.05) -> bool:
