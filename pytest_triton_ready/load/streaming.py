@@ -41,6 +41,7 @@ from .stats import LatencyHistogram
 STREAMING_DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "streaming"
 FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
+ERROR_PAUSE_S = 0.01  # closed loop: a user whose request failed waits this long before the next one
 
 # The demo model's token function (pytest_triton_ready/demo/streaming/generate/1/model.py).
 VOCABULARY = ("the", "a", "model", "serves", "tokens", "fast", "and", "every", "request", "ends",
@@ -503,6 +504,10 @@ class StreamingLoad:
     def in_flight(self) -> int:
         return sum(len(s.pending) for s in self._streams)
 
+    def in_flight_sent_before(self, t: float) -> int:
+        """Requests still waiting for their final response that were sent before monotonic `t`."""
+        return sum(1 for s in self._streams for rec, _ in list(s.pending.values()) if rec.sent and rec.sent < t)
+
     def tokens_so_far(self) -> int:
         return self.tally.tokens + self.warm_tally.tokens
 
@@ -592,6 +597,8 @@ class StreamingLoad:
             await self._await(stream, rec, future)
             if stream.closed:
                 return
+            if rec.error is not None:
+                await asyncio.sleep(ERROR_PAUSE_S)  # a refused request is not resent in a busy loop
 
     async def _await(self, stream: _Stream, rec: RequestRecord, future: asyncio.Future) -> None:
         try:
