@@ -329,6 +329,33 @@ def test_streaming_soak_every_request_finishes(triton, triton_settings, check):
 
 
 # -- PERF-4 -------------------------------------------------------------------------------------------
+def _streams_serve(triton, plan, check, senders: int) -> bool:
+    """Every one of `senders` concurrent streams gets complete answers for a second."""
+    stats = _load(triton, plan, check, concurrency=senders, duration_s=1.0, max_tokens=4, deadline_s=3.0).run().stats
+    return stats.completed >= senders and not stats.errors and not stats.stuck
+
+
+def _restore_streaming(triton, faults, plan, check, senders: int) -> str | None:
+    """The server up and ready, and the streaming model answering on every instance: unload + load
+    when it does not (the fault injector's own probe speaks unary inference, which decoupled
+    models refuse). None, or why not."""
+    error = faults.restore(None)
+    if error:
+        return error
+    if _streams_serve(triton, plan, check, senders):
+        return None
+    limit = check.threshold("instance_recovery_max_s").value
+    try:
+        faults.unload_and_load(plan.model)
+    except Exception as exc:  # noqa: BLE001 - said in the finding
+        return f"unload + load of {plan.model} failed: {exc}"
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if _streams_serve(triton, plan, check, senders):
+            return None
+    return f"{plan.model} did not stream on every instance within {limit:g} s of unload + load"
+
+
 @pytest.mark.triton_check("PERF-4")
 def test_streaming_cancellation_leaves_instances_serving(triton, check):
     """Streams cancelled by their clients mid-generation (gRPC cancellation) leave every instance
@@ -435,3 +462,67 @@ def test_streaming_sigterm_ends_streams_cleanly(triton, faults, check):
     check.evidence("server log at shutdown", log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else log[-3000:])
     if restore_error:
         check.finding(f"the server was not restored after the experiment: {restore_error}")
+
+
+@pytest.mark.triton_check("PERF-4")
+def test_streaming_dead_stub_is_reported_and_recovers(triton, faults, check):
+    """With streams running, SIGKILL one python backend stub of the decoupled model: the streams it
+    served end (an error, never a hang past `streaming_final_deadline_s`), the ready endpoints stop
+    answering 200 (model readiness shows a dead stub from Triton 2.64, strict server readiness from
+    2.68; the finding says which this server is), and unload + load brings streaming back within
+    `instance_recovery_max_s`."""
+    from pytest_triton_ready.client import http_status
+    from pytest_triton_ready.load.streaming_rules import readiness_gates
+
+    models = _streaming_models(triton, check)
+    if not triton.owns_process:
+        check.incomplete(f"the server is attached ({triton.launcher.name}), not owned by this run: no stub is killed")
+    model = models[0]
+    if not faults.stubs(model):
+        check.not_applicable(f"{model} runs no python backend stub this run can see")
+    version = triton.client.server_metadata().get("version", "?")
+    gates = readiness_gates(version)
+    plan = _plan(triton, model)
+    senders = 2 * instance_count(triton.client.model_config(model))
+    http = triton.endpoints.http_url
+    load = _load(triton, plan, check, concurrency=senders, max_tokens=int(_n(check, "streaming_max_tokens")) * 4).start()
+    model_ready, server_ready = [], []
+    try:
+        deadline = time.monotonic() + 10
+        while load.tokens_so_far() < senders and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dead = faults.kill_stub(model)
+        load.event(f"SIGKILL {dead.instance}")
+        until = time.monotonic() + 3.0
+        while time.monotonic() < until:
+            model_ready.append(http_status(f"{http}/v2/models/{model}/ready"))
+            server_ready.append(http_status(f"{http}/v2/health/ready"))
+            time.sleep(0.25)
+        result = load.stop()
+    finally:
+        started = time.monotonic()
+        restore_error = _restore_streaming(triton, faults, plan, check, senders)
+        recovered_s = time.monotonic() - started
+    stats = result.stats
+    check.measure("requests failed after the stub died", stats.count_errors, "requests", model=model)
+    check.measure("streams left hanging by the dead stub", len(stats.stuck) + len(result.in_flight_at_stop), "streams",
+                  model=model, threshold=0)
+    _report_stuck(check, model, stats)
+    for reason, count in stats.errors.items():
+        check.evidence(f"{model} errors after the stub died", f"{count} x {reason}")
+    check.measure(f"/v2/models/{model}/ready while the stub was dead", ", ".join(sorted({str(s) for s in model_ready})),
+                  model=model)
+    check.measure("/v2/health/ready while the stub was dead", ", ".join(sorted({str(s) for s in server_ready})), model=model)
+    if 200 in model_ready[-3:] or 200 in server_ready[-3:]:
+        expected = [k for k, v in gates.items() if v]
+        check.finding(f"{model}: stub {dead.instance} was dead, yet /v2/models/{model}/ready answered "
+                      f"{sorted(set(model_ready))} and /v2/health/ready {sorted(set(server_ready))}: Triton {version} "
+                      + ("should have shown it (" + "; ".join(expected) + ")" if expected else
+                         "shows a dead python stub on model readiness only from 2.64 (25.12) and on strict server "
+                         "readiness from 2.68 (26.04)"), model=model, rule="readiness")
+        check.recommend("Probe streaming models with real streamed requests that reach every instance (as CFG-1 "
+                        "does), not with the ready endpoints alone, and recover a dead stub with unload + load.")
+    check.measure("streaming again after unload + load", round(recovered_s, 2) if not restore_error else None, "s",
+                  model=model, threshold=check.threshold("instance_recovery_max_s"))
+    if restore_error:
+        check.finding(f"{model}: {restore_error}", model=model)

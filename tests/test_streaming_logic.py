@@ -138,3 +138,48 @@ def test_streaming_test_repository_models_are_the_demo_model():
         assert (repository / model / "1" / "model.py").read_text() == demo
     assert 'missing_final_every", value: { string_value: "100"' in (repository / "missing_final" / "config.pbtxt").read_text()
     assert 'first_token_delay_ms", value: { string_value: "300"' in (repository / "slow_first" / "config.pbtxt").read_text()
+
+
+VLLM_AND_TRTLLM = """# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{model="llm",version="1",le="0.01"} %d
+vllm:time_to_first_token_seconds_bucket{model="llm",version="1",le="0.1"} %d
+vllm:time_to_first_token_seconds_bucket{model="llm",version="1",le="+Inf"} %d
+vllm:time_to_first_token_seconds_sum{model="llm",version="1"} 1.0
+vllm:time_to_first_token_seconds_count{model="llm",version="1"} %d
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{model="llm",version="1"} %d
+# TYPE nv_trt_llm_kv_cache_block_metrics gauge
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used",model="tensorrt_llm",version="1"} 25
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="tensorrt_llm",version="1"} 100
+"""
+
+
+def test_llm_families_are_catalogued_and_read_into_the_layers():
+    from pytest_triton_ready.metrics import MetricsSnapshot
+    from pytest_triton_ready.monitoring.catalogue import BUSINESS, INFRASTRUCTURE, VLLM, family_of
+    from pytest_triton_ready.monitoring.layers import read_layers
+
+    assert family_of("vllm:time_to_first_token_seconds_bucket").condition == VLLM
+    assert family_of("nv_trt_llm_kv_cache_block_metrics").layer == INFRASTRUCTURE
+    before = MetricsSnapshot.parse(VLLM_AND_TRTLLM % (0, 0, 0, 0, 1000))
+    after = MetricsSnapshot.parse(VLLM_AND_TRTLLM % (0, 100, 100, 100, 3000))
+    values = {(v.layer, v.name, v.model): v.value for v in read_layers(before, after, 2.0)}
+    assert values[(BUSINESS, "time to first token (vLLM) P50", "llm")] == pytest.approx(55.0)  # 10 + 90 * 0.5 ms
+    assert values[(BUSINESS, "output tokens/s (vLLM)", "llm")] == pytest.approx(1000.0)
+    assert values[(INFRASTRUCTURE, "KV cache blocks used (TensorRT-LLM)", "tensorrt_llm")] == pytest.approx(0.25)
+
+
+def test_unary_checks_leave_decoupled_models_to_the_streaming_checks():
+    from types import SimpleNamespace
+
+    from pytest_triton_ready.models import ready_decoupled_models, ready_models
+
+    class Client:
+        def repository_index(self):
+            return [{"name": n, "version": "1", "state": "READY"} for n in ("llm", "scale", "down")][:2]
+
+        def model_config(self, model):
+            return {"model_transaction_policy": {"decoupled": True}} if model == "llm" else {}
+
+    target = SimpleNamespace(client=Client(), models=lambda: ["scale", "llm", "down"])
+    assert ready_models(target) == ["scale"] and ready_decoupled_models(target) == ["llm"]

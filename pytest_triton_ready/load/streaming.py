@@ -732,3 +732,7 @@ def decoupled(config: Mapping[str, Any]) -> bool:
 
 def decoupled_models(target: Any, models: Iterable[str]) -> list[str]:
     return [m for m in models if decoupled(target.client.model_config(m))]
+
+
+if __name__ == "__main__":  # python -m pytest_triton_ready.load.streaming: where the streaming demo lies
+    print(STREAMING_DEMO_REPOSITORY)

@@ -21,7 +21,7 @@ SLO_KEYS = {
 FIRST_RESPONSE_FAMILIES = (
     ("nv_inference_first_response_histogram_ms", 1.0, "model", "Triton (2.52+ for decoupled models, "
                                                               "--metrics-config histogram_latencies=true)"),
-    ("vllm:time_to_first_token_seconds", 1000.0, "model_name", "the vLLM backend"),
+    ("vllm:time_to_first_token_seconds", 1000.0, "model", "the vLLM backend"),
 )
 
 
@@ -97,7 +97,7 @@ def histogram_buckets(snapshot: Any, family: str, model_label: str, model: str) 
     """(upper bound, cumulative count) of one model's histogram, summed over other labels."""
     totals: dict[float, float] = {}
     for sample in snapshot.select(f"{family}_bucket"):
-        if sample.labels.get(model_label) != model:
+        if (sample.labels.get(model_label) if model_label in sample.labels else sample.labels.get("model_name")) != model:
             continue
         bound = float(sample.labels.get("le", "+Inf").replace("+Inf", "inf"))
         totals[bound] = totals.get(bound, 0.0) + sample.value
