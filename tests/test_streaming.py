@@ -95,7 +95,7 @@ def test_slow_first_token_fails_perf1_against_a_100ms_ttft_slo(run_checklist):
 
 def test_missing_final_flag_fails_the_stream_soak_naming_the_requests(run_checklist):
     run = run_checklist("test_streaming.py", url=None,
-                        args=(*_own_server("missing_final", "--triton-threshold=streaming_soak_s=6"), "-k", "soak"))
+                        args=(*_own_server("missing_final", "--triton-threshold=streaming_soak_s=10"), "-k", "soak"))
     soak = run.result("test_streaming_soak_every_request_finishes")
     assert soak["verdict"] == "fail", soak
     stuck = _measures(soak, "missing_final")["stuck requests"]

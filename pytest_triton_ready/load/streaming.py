@@ -605,7 +605,7 @@ class StreamingLoad:
             await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, rec.sent + self.deadline_s - time.monotonic()))
         except asyncio.TimeoutError:
             stream.forget(rec)
-            self._tally_for(rec).record_stuck(rec, time.monotonic())
+            self.tally.record_stuck(rec, time.monotonic())  # stuck in the warm-up is still stuck
             if self.keep_records and len(self.records) < self.keep_records:
                 self.records.append(rec)
             return

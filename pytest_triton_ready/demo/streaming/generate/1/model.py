@@ -12,7 +12,8 @@ Model parameters (config.pbtxt):
   max_tokens_limit       larger MAX_TOKENS is an INVALID_ARG error
   concurrent_requests    requests generated at once by one instance (a thread each)
   missing_final_every    test fault: every Nth request of an instance sends its tokens but never the
-                         final flag (0, the default: never). Its sender is held until the model unloads.
+                         final flag (0, the default: never). Its sender is held, so Triton counts the
+                         request as outstanding: an unload of the model then never finishes (UNLOADING).
 
 A request cancelled by the client (gRPC) stops at the next token and ends with a CANCELLED error
 carrying the final flag, as the python backend asks of decoupled models.
@@ -90,7 +91,7 @@ class TritonPythonModel:
         self.pool.shutdown(wait=False, cancel_futures=True)
         with self.lock:
             held, self.held = self.held, []
-        for sender in held:  # let the unload finish; the clients have long been told nothing
+        for sender in held:  # reached only if Triton ever finalizes the instance with requests outstanding
             try:
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             except Exception:
