@@ -6,7 +6,7 @@ import time
 import pytest
 
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError
-from pytest_triton_ready.models import ready_models
+from pytest_triton_ready.models import ready_decoupled_models, ready_models
 from pytest_triton_ready.monitoring import alerting
 from pytest_triton_ready.monitoring.catalogue import INFRASTRUCTURE, LAYERS, SERVICE_HEALTH
 from pytest_triton_ready.monitoring.config import MonitoringSettings
@@ -34,11 +34,22 @@ def test_metrics_endpoint_reachable_and_moving(triton, triton_metrics, check):
     for name in missing:
         check.finding(f"metric family {name} is not exposed", value=name)
     model = next(iter(ready_models(triton)), None)
-    if model is None:
+    streaming = next(iter(ready_decoupled_models(triton)), None) if model is None else None
+    if model is None and streaming is None:
         check.incomplete("no READY model to move the counters with")
-    outcome = triton.client.infer(model)
-    if not outcome.ok:
-        check.incomplete(f"the inference meant to move the counters failed: {outcome.error}")
+    if streaming is not None:  # a decoupled model answers over a gRPC stream only
+        from pytest_triton_ready.load.streaming import StreamingPlan, stream_once
+
+        model = streaming
+        plan = StreamingPlan.from_metadata(model, triton.client.model_metadata(model), triton.client.model_config(model))
+        answer = stream_once(triton.endpoints.grpc_url, plan, "metrics", 2, timeout_s=triton.settings.triton_request_timeout,
+                             headers=triton.settings.headers)
+        if not answer.final:
+            check.incomplete(f"the streamed request meant to move the counters failed: {answer.error or 'no final response'}")
+    else:
+        outcome = triton.client.infer(model)
+        if not outcome.ok:
+            check.incomplete(f"the inference meant to move the counters failed: {outcome.error}")
     after = triton_metrics()
     rise = after.delta(before, "nv_inference_request_success", model=model)
     check.measure("nv_inference_request_success rise after 1 inference", rise, "requests", model=model,

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pytest_triton_ready.models import ready_models
+from pytest_triton_ready.models import ready_decoupled_models, ready_models
 from pytest_triton_ready.security.malformed import ACCEPTED, CLEAN, NO_ANSWER, SERVER_ERROR, build_cases, error_message, unknown_model_case
 from pytest_triton_ready.security.restricted import (
     API_CATEGORIES,
@@ -148,9 +148,10 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     payload, invalid JSON, batch above max_batch_size; and an unknown model) with a clean error,
     the server stays live and ready, and good requests before and after succeed."""
     client = triton.client
-    models = ready_models(triton)
+    models = ready_models(triton)  # decoupled models refuse HTTP /infer: named below, not sent
     if not models:
-        check.incomplete("no READY model to send malformed requests to")
+        check.incomplete("every READY model is decoupled: the malformed cases need a model that answers over HTTP"
+                         if ready_decoupled_models(triton) else "no READY model to send malformed requests to")
     oversize = int(check.threshold("malformed_oversize_payload_mib").value * 2**20)
     from pytest_triton_ready.plan import policy
 
@@ -193,13 +194,11 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
         return answer
 
     first_good_body = None
-    decoupled = [m for m in models if client.model_config(m).get("model_transaction_policy", {}).get("decoupled")]
+    decoupled = ready_decoupled_models(triton)  # ready_models() leaves them out
     for model in decoupled:
         check.finding(f"{model}: decoupled, so it cannot answer over HTTP; its malformed cases were not sent",
                       severity="warning", model=model)
     models = [m for m in models if m not in decoupled]
-    if not models:
-        check.incomplete("every READY model is decoupled: the malformed cases need a model that answers over HTTP")
     for model in models:
         before = client.infer(model)
         check.measure("good request before", "ok" if before.ok else "failed", model=model, threshold="ok",

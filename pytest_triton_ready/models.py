@@ -12,10 +12,21 @@ def ready_names(client: Any) -> set[str]:
 
 
 def ready_models(target: Any) -> list[str]:
-    """Models in scope (`target.models()`, in its order) that are READY; the others are CFG-1's
-    business."""
+    """Models in scope (`target.models()`, in its order) that are READY and answer unary requests;
+    the others are CFG-1's business. Decoupled (streaming) models refuse unary ModelInfer and HTTP
+    /infer: checks/test_streaming.py covers them (`ready_decoupled_models`)."""
     ready = ready_names(target.client)
-    return [m for m in target.models() if m in ready]
+    return [m for m in target.models() if m in ready and not is_decoupled(target.client.model_config(m))]
+
+
+def ready_decoupled_models(target: Any) -> list[str]:
+    """Models in scope that are READY and decoupled (`model_transaction_policy { decoupled: true }`)."""
+    ready = ready_names(target.client)
+    return [m for m in target.models() if m in ready and is_decoupled(target.client.model_config(m))]
+
+
+def is_decoupled(config: dict[str, Any]) -> bool:
+    return bool((config.get("model_transaction_policy") or {}).get("decoupled"))
 
 
 def instance_count(config: dict[str, Any]) -> int:

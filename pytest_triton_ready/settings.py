@@ -287,6 +287,10 @@ class SloSection(Section):
     p99_ms: Annotated[float | None, _checked_by("triton_slo_p99_ms")] = setting(None, "p99 latency budget", unit="ms")
     min_throughput: Annotated[float | None, _checked_by("triton_slo_min_throughput")] = setting(
         None, "minimum throughput", unit="infer/s")
+    ttft_p99_ms: float | None = setting(None, "streaming models: p99 time to first token", unit="ms", gt=0)
+    itl_p99_ms: float | None = setting(None, "streaming models: p99 inter-token latency", unit="ms", gt=0)
+    min_output_tokens_per_s: float | None = setting(None, "streaming models: lowest output token throughput",
+                                                    unit="tokens/s", ge=0)
 
 
 class ReportSection(Section):

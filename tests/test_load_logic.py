@@ -362,6 +362,9 @@ class FakeClient:
                 {"name": "c", "version": "1", "state": "UNAVAILABLE"}, {"name": "c", "version": "2", "state": "READY"},
                 {"name": "d"}]
 
+    def model_config(self, model):
+        return {}
+
 
 def test_ready_models_keep_the_scope_order_and_any_ready_version():
     assert ready_names(FakeClient()) == {"a", "c"}

@@ -24,12 +24,17 @@ SUMMARIES = "summary_latencies"  # --metrics-config summary_latencies=true
 HISTOGRAMS = "histogram_latencies"  # --metrics-config histogram_latencies=true
 CACHE = "response cache"  # --cache-config and a model with response_cache { enable: true }
 PROMETHEUS = "prometheus"  # series Prometheus itself adds to every scrape
+VLLM = "vllm backend"  # models served by Triton's vLLM backend (docs/streaming.md)
+TRTLLM = "tensorrtllm backend"  # models served by Triton's TensorRT-LLM backend
 
 CONDITION_HINTS = {
     GPU: "Triton exports it only on servers with GPUs (DCGM; not with MIG or another DCGM agent)",
     SUMMARIES: "start tritonserver with --metrics-config summary_latencies=true",
-    HISTOGRAMS: "start tritonserver with --metrics-config histogram_latencies=true",
+    HISTOGRAMS: "start tritonserver with --metrics-config histogram_latencies=true (decoupled models from Triton "
+                "2.52, every model from 26.01)",
     CACHE: "start tritonserver with --cache-config and enable response_cache in a model config",
+    VLLM: "exported only for models served by the vLLM backend",
+    TRTLLM: "exported only for models served by the TensorRT-LLM backend",
 }
 
 
@@ -93,6 +98,28 @@ _FAMILIES = (
     Family("nv_cache_num_evictions", "counter", COST, CACHE),
     Family("nv_cache_lookup_duration", "counter", COST, CACHE, "us"),
     Family("nv_cache_insertion_duration", "counter", COST, CACHE, "us"),
+    # LLM backends (streaming models): vLLM (label model/version in Triton's vLLM backend)
+    Family("vllm:time_to_first_token_seconds", "histogram", BUSINESS, VLLM, "s"),
+    Family("vllm:time_per_output_token_seconds", "histogram", BUSINESS, VLLM, "s"),
+    Family("vllm:e2e_request_latency_seconds", "histogram", BUSINESS, VLLM, "s"),
+    Family("vllm:request_prompt_tokens", "histogram", BUSINESS, VLLM, "tokens"),
+    Family("vllm:request_generation_tokens", "histogram", BUSINESS, VLLM, "tokens"),
+    Family("vllm:prompt_tokens_total", "counter", BUSINESS, VLLM, "tokens"),
+    Family("vllm:generation_tokens_total", "counter", BUSINESS, VLLM, "tokens"),
+    Family("vllm:request_success_total", "counter", SERVICE_HEALTH, VLLM, "requests"),
+    Family("vllm:num_requests_running", "gauge", SERVICE_HEALTH, VLLM, "requests"),
+    Family("vllm:num_requests_waiting", "gauge", SERVICE_HEALTH, VLLM, "requests"),
+    Family("vllm:gpu_cache_usage_perc", "gauge", INFRASTRUCTURE, VLLM, "ratio"),
+    # TensorRT-LLM backend (gauges, one label says which value)
+    Family("nv_trt_llm_request_metrics", "gauge", SERVICE_HEALTH, TRTLLM, "requests"),
+    Family("nv_trt_llm_runtime_memory_metrics", "gauge", INFRASTRUCTURE, TRTLLM, "B"),
+    Family("nv_trt_llm_kv_cache_block_metrics", "gauge", INFRASTRUCTURE, TRTLLM, "blocks"),
+    Family("nv_trt_llm_inflight_batcher_metrics", "gauge", BUSINESS, TRTLLM),
+    Family("nv_trt_llm_v1_metrics", "gauge", BUSINESS, TRTLLM),
+    Family("nv_trt_llm_general_metrics", "gauge", SERVICE_HEALTH, TRTLLM),
+    Family("nv_trt_llm_disaggregated_serving_metrics", "gauge", SERVICE_HEALTH, TRTLLM),
+    Family("nv_llm_input_token_len", "histogram", BUSINESS, TRTLLM, "tokens"),
+    Family("nv_llm_output_token_len", "histogram", BUSINESS, TRTLLM, "tokens"),
 )
 
 CATALOGUE: dict[str, Family] = {f.name: f for f in _FAMILIES}

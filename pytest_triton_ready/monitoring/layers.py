@@ -34,8 +34,10 @@ def read_layers(before: MetricsSnapshot, after: MetricsSnapshot, window_s: float
     """Every layer's values over the window between the two scrapes."""
     gpus = readings_from_metrics(after) or list(gpu_readings)
     window = _Window(before, after, window_s)
+    from .llm import llm_layer_values
+
     return [*_infrastructure(after, gpus), *_service_health(window, after, gpus), *_business(window, after),
-            *_cost(window, gpus, before)]
+            *_cost(window, gpus, before), *llm_layer_values(before, after, window_s)]
 
 
 class _Window:

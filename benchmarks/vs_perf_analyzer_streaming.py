@@ -1,0 +1,226 @@
+"""The streaming engine (gRPC ModelStreamInfer, pytest_triton_ready/load/streaming.py) against
+perf_analyzer's `--streaming` mode on the same decoupled model, server and concurrency: responses/s
+and time to first token side by side, the responses/s ratio printed last.
+
+    python benchmarks/vs_perf_analyzer_streaming.py                  # embedded server, demo `generate`, c=8
+    python benchmarks/vs_perf_analyzer_streaming.py --rounds 5 --concurrency 16 --max-tokens 64
+    python benchmarks/vs_perf_analyzer_streaming.py --delays 0,0     # no model delays: the clients' own limit
+    python benchmarks/vs_perf_analyzer_streaming.py --url http://HOST:8000 --grpc-url HOST:8001 --model generate
+
+perf_analyzer comes from ../shared/tools/get-perf-analyzer.sh (into .perf_analyzer/, ignored by git).
+Both send the same kind of request (a different prompt each time, MAX_TOKENS tokens asked) with one
+request in flight per stream. perf_analyzer's numbers come from its profile export (each request's
+send time and response times, as genai-perf reads them) over its measurement windows; the engine's
+from its own per-request records over the same length of time after a warm-up. Rounds alternate
+which tool goes first, so a machine that gets busier or quieter affects both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pytest_triton_ready.client import TritonClient  # noqa: E402
+from pytest_triton_ready.load.streaming import (  # noqa: E402
+    STREAMING_DEMO_REPOSITORY,
+    StreamingLoad,
+    StreamingPlan,
+    default_prompts,
+)
+
+DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"
+
+
+def _percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(p / 100 * len(ordered) + 0.5)) - 1))]
+
+
+def input_file(plan: StreamingPlan, max_tokens: int, count: int, directory: Path) -> Path:
+    """perf_analyzer --input-data: `count` different prompts, each asking for `max_tokens`."""
+    prompts = default_prompts(max_tokens, seed=1)
+    rows = []
+    for n in range(count):
+        prompt, budget = prompts(n)
+        row = {}
+        if plan.prompt_input:
+            row[plan.prompt_input] = [prompt]
+        if plan.max_tokens_input:
+            row[plan.max_tokens_input] = [budget]
+        rows.append(row)
+    path = directory / "inputs.json"
+    path.write_text(json.dumps({"data": rows}))
+    return path
+
+
+def run_perf_analyzer(binary: Path, model: str, grpc_url: str, concurrency: int, window_s: float,
+                      inputs: Path) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        export = Path(tmp) / "profile.json"
+        command = [str(binary), "-m", model, "-u", grpc_url, "-i", "grpc", "--streaming",
+                   "--concurrency-range", str(concurrency), "--measurement-interval", str(int(window_s * 1000)),
+                   "--stability-percentage", "10", "--max-trials", "10", "--input-data", str(inputs),
+                   "--profile-export-file", str(export)]
+        started = time.monotonic()
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        elapsed = time.monotonic() - started
+        if proc.returncode != 0 or not export.exists():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            return {"tool": "perf_analyzer", "error": " | ".join(tail) or f"exit {proc.returncode}"}
+        data = json.loads(export.read_text())
+    experiment = data["experiments"][-1]
+    bounds = experiment.get("window_boundaries") or []
+    requests = experiment["requests"]
+    if len(bounds) >= 4:  # the last three windows, as perf_analyzer reports them
+        lo, hi = bounds[-4], bounds[-1]
+        requests = [r for r in requests if lo <= r["timestamp"] <= hi]
+    return {"tool": "perf_analyzer", **_from_timestamps(requests), "stable": "unstable" not in proc.stdout.lower(),
+            "wall_s": elapsed}
+
+
+def _from_timestamps(requests: list[dict]) -> dict:
+    """genai-perf's definitions over perf_analyzer's per-request timestamps (ns). An empty final
+    response is one of the response timestamps; it counts as a response, not as a token."""
+    ttft, latency, responses = [], [], 0
+    first_send, last_response = None, None
+    for r in requests:
+        times = r.get("response_timestamps") or []
+        if not times:
+            continue
+        send = r["timestamp"]
+        ttft.append((times[0] - send) / 1e6)
+        latency.append((times[-1] - send) / 1e6)
+        responses += len(times)
+        first_send = send if first_send is None else min(first_send, send)
+        last_response = times[-1] if last_response is None else max(last_response, times[-1])
+    span = (last_response - first_send) / 1e9 if first_send is not None and last_response else 0.0
+    return {"responses_per_s": responses / span if span else 0.0, "requests_per_s": len(latency) / span if span else 0.0,
+            "ttft_p50_ms": _percentile(ttft, 50), "ttft_p99_ms": _percentile(ttft, 99),
+            "latency_p50_ms": _percentile(latency, 50), "requests": len(latency)}
+
+
+def run_engine(grpc_url: str, plan: StreamingPlan, concurrency: int, window_s: float, max_tokens: int) -> dict:
+    started = time.monotonic()
+    result = StreamingLoad(grpc_url, plan, concurrency=concurrency, duration_s=3 * window_s, warmup_s=window_s / 2,
+                           max_tokens=max_tokens, seed=int(time.time())).run()
+    stats = result.stats
+    return {"tool": "engine", "responses_per_s": stats.responses_per_s, "requests_per_s": stats.requests_per_s,
+            "ttft_p50_ms": stats.ttft_ms["p50"], "ttft_p99_ms": stats.ttft_ms["p99"],
+            "latency_p50_ms": stats.latency_ms["p50"], "requests": stats.completed,
+            "errors": sum(stats.errors.values()) + len(stats.stuck), "stable": True, "wall_s": time.monotonic() - started}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="generate")
+    parser.add_argument("--repository", type=Path, default=STREAMING_DEMO_REPOSITORY, help="served by an embedded server")
+    parser.add_argument("--url", help="attach to this HTTP URL instead of starting an embedded server")
+    parser.add_argument("--grpc-url", help="gRPC host:port when attaching (default: same host, 8001)")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--window-s", type=float, default=2.0)
+    parser.add_argument("--delays", help="FIRST_MS,TOKEN_MS: serve a copy of the demo model with these delays")
+    parser.add_argument("--perf-analyzer", type=Path, default=DEFAULT_PERF_ANALYZER)
+    args = parser.parse_args(argv)
+    if not args.perf_analyzer.exists():
+        print(f"perf_analyzer not found at {args.perf_analyzer}: run ../shared/tools/get-perf-analyzer.sh .perf_analyzer",
+              file=sys.stderr)
+        return 2
+    launcher = None
+    if args.url:
+        http_url = args.url
+        grpc_url = args.grpc_url or f"{http_url.split('://')[-1].rsplit(':', 1)[0]}:8001"
+    else:
+        from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
+
+        repository = args.repository
+        if args.delays:
+            repository = _with_delays(args.repository, *args.delays.split(","))
+        launcher = EmbeddedLauncher(repository)
+        endpoints = launcher.start()
+        http_url, grpc_url = endpoints.http_url, endpoints.grpc_url
+    try:
+        client = TritonClient(http_url, grpc_url)
+        plan = StreamingPlan.from_metadata(args.model, client.model_metadata(args.model), client.model_config(args.model))
+        client.close()
+        load_before = os.getloadavg()
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            inputs = input_file(plan, args.max_tokens, 256, Path(tmp))
+            for round_no in range(1, args.rounds + 1):
+                for tool in (("pa", "engine") if round_no % 2 else ("engine", "pa")):
+                    if tool == "pa":
+                        row = run_perf_analyzer(args.perf_analyzer, args.model, grpc_url, args.concurrency,
+                                                args.window_s, inputs)
+                    else:
+                        row = run_engine(grpc_url, plan, args.concurrency, args.window_s, args.max_tokens)
+                    row["round"] = round_no
+                    rows.append(row)
+                    print(_line(row), flush=True)
+        load_after = os.getloadavg()
+    finally:
+        if launcher is not None:
+            launcher.cleanup()
+    return _summary(rows, args, load_before, load_after)
+
+
+def _with_delays(source: Path, first_ms: str, token_ms: str) -> Path:
+    """A copy of the repository with the demo model's first-token and per-token delays set."""
+    import re
+    import shutil
+
+    target = Path(tempfile.mkdtemp(prefix="streaming-bench-")) / "models"
+    shutil.copytree(source, target)
+    for config in target.glob("*/config.pbtxt"):
+        text = config.read_text()
+        text = re.sub(r'(first_token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{first_ms}"', text)
+        text = re.sub(r'(token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{token_ms}"', text)
+        config.write_text(text)
+    return target
+
+
+def _line(row: dict) -> str:
+    if "error" in row:
+        return f"round {row['round']} {row['tool']:<13} ERROR {row['error']}"
+    return (f"round {row['round']} {row['tool']:<13} {row['responses_per_s']:9.1f} responses/s "
+            f"{row['requests_per_s']:7.1f} req/s  TTFT p50 {row['ttft_p50_ms']:7.2f} ms  p99 {row['ttft_p99_ms']:7.2f} ms  "
+            f"latency p50 {row['latency_p50_ms']:8.2f} ms  ({row['requests']} requests, {row['wall_s']:.1f} s)")
+
+
+def _summary(rows: list[dict], args, load_before, load_after) -> int:
+    ok = {tool: [r for r in rows if r["tool"] == tool and "error" not in r] for tool in ("perf_analyzer", "engine")}
+    if not ok["perf_analyzer"] or not ok["engine"]:
+        print("no comparison: a tool produced no result", file=sys.stderr)
+        return 1
+    keys = ("responses_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "latency_p50_ms")
+    med = {tool: {k: statistics.median(r[k] for r in ok[tool]) for k in keys} for tool in ok}
+    print()
+    print(f"model {args.model}{' (delays ' + args.delays + ' ms)' if args.delays else ''}, gRPC streaming, "
+          f"concurrency {args.concurrency}, {args.max_tokens} tokens per request, "
+          f"{len(ok['perf_analyzer'])} + {len(ok['engine'])} runs; load average {load_before[0]:.1f} -> {load_after[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+    print(f"| {'median of rounds':<20} | {'perf_analyzer':>14} | {'engine':>14} | {'engine / pa':>11} |")
+    print(f"| {'-' * 20} | {'-' * 14} | {'-' * 14} | {'-' * 11} |")
+    for key in keys:
+        pa, en = med["perf_analyzer"][key], med["engine"][key]
+        print(f"| {key:<20} | {pa:>14.2f} | {en:>14.2f} | {en / pa if pa else float('nan'):>11.3f} |")
+    ratio = med["engine"]["responses_per_s"] / med["perf_analyzer"]["responses_per_s"]
+    print(f"responses/s ratio engine/perf_analyzer: {ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Decisions of the streaming checks (checks/test_streaming.py), kept here to be unit-tested: which
+SLO applies, where the tokens/s curve bends or falls, how much memory grew, and what a server-side
+histogram says about the first response."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..thresholds import THRESHOLDS, ThresholdValue
+
+# slo key -> the named threshold used without it
+SLO_KEYS = {
+    "ttft_p99_ms": "streaming_ttft_p99_ms",
+    "itl_p99_ms": "streaming_itl_p99_ms",
+    "min_output_tokens_per_s": "streaming_min_output_tokens_per_s",
+}
+
+# Server-side time-to-first-token families: (family, unit scale to ms, model label, which server)
+FIRST_RESPONSE_FAMILIES = (
+    ("nv_inference_first_response_histogram_ms", 1.0, "model", "Triton (2.52+ for decoupled models, "
+                                                              "--metrics-config histogram_latencies=true)"),
+    ("vllm:time_to_first_token_seconds", 1000.0, "model", "the vLLM backend"),
+)
+
+
+def streaming_slo(settings: Any, model: str) -> dict[str, ThresholdValue]:
+    """The model's streaming objectives: `slo.<model>.<key>`, then `slo.default.<key>` from the
+    YAML file (declared in settings.SloSection), then the named threshold (CLI, env, YAML thresholds, default)."""
+    raw = (getattr(settings, "yaml", None) or {}).get("slo") or {} if settings is not None else {}
+    own = (raw.get(model) or {}) if isinstance(raw, dict) else {}
+    default = (raw.get("default") or {}) if isinstance(raw, dict) else {}
+    chosen = {}
+    for key, name in SLO_KEYS.items():
+        unit = THRESHOLDS[name].unit
+        if isinstance(own, dict) and own.get(key) is not None:
+            chosen[key] = ThresholdValue(key, float(own[key]), unit, f"slo.{model}")
+        elif isinstance(default, dict) and default.get(key) is not None:
+            chosen[key] = ThresholdValue(key, float(default[key]), unit, "slo.default")
+        else:
+            chosen[key] = settings.threshold(name)
+    return chosen
+
+
+@dataclass
+class CurvePoint:
+    concurrency: int
+    tokens_per_s: float
+    ttft_p99_ms: float | None
+    trustworthy: bool = True
+
+
+@dataclass
+class CurveVerdict:
+    knee: int | None
+    best_within: CurvePoint | None
+    drops: list[tuple[int, int, float, float]] = field(default_factory=list)  # (from c, to c, tps before, tps after)
+
+
+def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fraction: float = 0.9,
+                drop_tolerance: float = 0.1) -> CurveVerdict:
+    """The knee (first point with `knee_fraction` of the top tokens/s), the best tokens/s whose
+    TTFT p99 is within the budget, and every fall of tokens/s by more than `drop_tolerance`
+    between two points before the knee (a collapse where more streams should have helped)."""
+    if not points:
+        return CurveVerdict(None, None)
+    top = max(p.tokens_per_s for p in points)
+    knee = next((p.concurrency for p in points if p.tokens_per_s >= knee_fraction * top), None)
+    within = [p for p in points if p.ttft_p99_ms is not None and p.ttft_p99_ms <= ttft_budget_ms]
+    best = max(within, key=lambda p: p.tokens_per_s) if within else None
+    drops = []
+    for before, after in zip(points, points[1:], strict=False):
+        if knee is not None and after.concurrency > knee:
+            break
+        if before.tokens_per_s > 0 and after.tokens_per_s < before.tokens_per_s * (1 - drop_tolerance):
+            drops.append((before.concurrency, after.concurrency, before.tokens_per_s, after.tokens_per_s))
+    return CurveVerdict(knee, best, drops)
+
+
+def fitted_growth(samples: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (t, value) times the span: the growth a straight line through the
+    samples shows (noise in single samples does not decide it). 0 with fewer than 3 samples."""
+    if len(samples) < 3:
+        return 0.0
+    n = len(samples)
+    mean_t = sum(t for t, _ in samples) / n
+    mean_v = sum(v for _, v in samples) / n
+    var = sum((t - mean_t) ** 2 for t, _ in samples)
+    if var <= 0:
+        return 0.0
+    slope = sum((t - mean_t) * (v - mean_v) for t, v in samples) / var
+    return slope * (samples[-1][0] - samples[0][0])
+
+
+def histogram_buckets(snapshot: Any, family: str, model_label: str, model: str) -> list[tuple[float, float]]:
+    """(upper bound, cumulative count) of one model's histogram, summed over other labels."""
+    totals: dict[float, float] = {}
+    for sample in snapshot.select(f"{family}_bucket"):
+        if (sample.labels.get(model_label) if model_label in sample.labels else sample.labels.get("model_name")) != model:
+            continue
+        bound = float(sample.labels.get("le", "+Inf").replace("+Inf", "inf"))
+        totals[bound] = totals.get(bound, 0.0) + sample.value
+    return sorted(totals.items())
+
+
+def bucket_delta(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    earlier = dict(before)
+    return [(bound, count - earlier.get(bound, 0.0)) for bound, count in after]
+
+
+def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:
+    """Prometheus' histogram_quantile over cumulative buckets: linear inside the bucket; the
+    highest finite bound when the rank falls in +Inf; None without observations."""
+    if not buckets:
+        return None
+    total = buckets[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower_bound
+            if count == lower_count:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in str(version).split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def readiness_gates(version: str) -> dict[str, bool]:
+    """Which ready endpoints can show a dead python stub on this Triton release: model readiness
+    from 2.64 (25.12), strict server readiness from 2.68 (26.04)."""
+    v = version_tuple(version)
+    return {"model ready shows a dead stub": v >= (2, 64), "server ready shows a dead stub": v >= (2, 68)}
