@@ -235,8 +235,9 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
         }
         lower_bound = search.capacity_is_lower_bound(points)
         capacities[model]["lower_bound"] = lower_bound
-        check.measure("max throughput within SLO" + (" (lower bound)" if lower_bound else ""),
-                      round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model)
+        check.measure("max throughput within SLO", round(capacities[model]["max_throughput_within_slo_infer_s"], 1),
+                      "infer/s", model=model)
+        check.measure("capacity is a lower bound", "yes" if lower_bound else "no", model=model)
         if lower_bound:
             check.finding(f"{model}: capacity >= {capacities[model]['max_throughput_within_slo_infer_s']:.0f} infer/s: "
                           f"throughput still rose within SLO at the search's bound (concurrency {points[-1].concurrency}, "
