@@ -29,10 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .server_side import window_delta
-from .stats import Tally
 from .traffic import Traffic, TrafficPlan, TrafficResult, Window, summarize
-from .workers import _merge_parts, _merge_sightings, split
+from .workers import WindowAssembler, _merge_parts, _merge_sightings, split
 
 RESOURCE = "triton_load"
 START_DELAY_S = 2.0
@@ -240,9 +238,7 @@ def _drive(ray: Any, actors: list, info: ClusterInfo, plan: TrafficPlan, transpo
         for i, actor in enumerate(actors)]
     started_mono = time.monotonic() + (start_at - time.time())
     snapshots: dict[str, Any] = {}
-    pending: dict[int, dict[int, tuple]] = {}
-    windows: list[Window] = []
-    recent: list[dict[str, Tally]] = []
+    assembler = WindowAssembler(count, plan, probe, snapshots)
     stop_at = start_at + plan.warmup_s + plan.duration_s if plan.duration_s is not None else None
     deadline = time.time() + max_wait_s + START_DELAY_S
     stopping = False
@@ -266,25 +262,12 @@ def _drive(ray: Any, actors: list, info: ClusterInfo, plan: TrafficPlan, transpo
                 polled = ray.get([a.poll.remote() for a in actors], timeout=30)
             except Exception as exc:
                 raise _dead(exc, "a load worker on the Ray cluster died or stopped answering") from None
+            closed = False
             for worker, items in enumerate(polled):
-                for index, begin, end, wire in items:
-                    pending.setdefault(index, {})[worker] = (begin, end, wire)
-            for index in sorted(i for i, parts in pending.items() if len(parts) == count):
-                parts = pending.pop(index)
-                tallies = _merge_parts([p[2] for p in parts.values()])
-                begin = min(p[0] for p in parts.values())
-                end = max(p[1] for p in parts.values())
-                stats, by_model = summarize(tallies, end - begin)
-                window = Window(index, begin, end, stats, by_model)
-                if probe is not None:
-                    snapshot = probe.snapshot()
-                    if "last" in snapshots:
-                        window.server = window_delta(snapshots["last"], snapshot)
-                    snapshots["last"] = snapshot
-                windows.append(window)
-                recent = (recent + [tallies])[-max(1, plan.keep_tallies):]
-                if stop_when is not None and stop_when(windows):
-                    stop_all()
+                for index, begin, end, wire in sorted(items, key=lambda item: item[0]):
+                    closed = assembler.add(worker, index, begin, end, wire) or closed
+            if closed and stop_when is not None and stop_when(assembler.windows):
+                stop_all()
             ready, _ = ray.wait([r for i, r in enumerate(runs) if i not in finals], num_returns=1, timeout=0)
             for ref in ready:
                 i = runs.index(ref)
@@ -300,7 +283,7 @@ def _drive(ray: Any, actors: list, info: ClusterInfo, plan: TrafficPlan, transpo
     ended = time.monotonic()
     overall = _merge_parts([f[0] for f in finals.values()])
     stats, by_model = summarize(overall, max(0.0, ended - started_mono - plan.warmup_s))
-    return TrafficResult(stats, by_model, windows, None, recent, plan.mode, started_mono, ended,
+    return TrafficResult(stats, by_model, assembler.windows, None, assembler.recent, plan.mode, started_mono, ended,
                          sum(f[1] for f in finals.values()), _merge_sightings([f[2] for f in finals.values()]),
                          sum(f[3] for f in finals.values()), sum(f[4] for f in finals.values()))
 

@@ -136,9 +136,7 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
     if probe is not None:  # the first window's server delta starts where warm-up ends
         threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s,
                         lambda: snapshots.setdefault("last", probe.snapshot())).start()
-    pending: dict[int, dict[int, tuple]] = {}
-    windows: list[Window] = []
-    recent: list[dict[str, Tally]] = []
+    assembler = WindowAssembler(workers, plan, probe, snapshots)
     finals: dict[int, tuple] = {}
     errors = []
     deadline = time.time() + max_wait_s + START_DELAY_S
@@ -161,21 +159,9 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
                 finals[message[1]] = (message[2], message[3], *message[4:])
             elif kind == "window":
                 _, worker, index, begin, end, wire = message
-                pending.setdefault(index, {})[worker] = (begin, end, wire)
-                if len(pending[index]) == workers:
-                    parts = pending.pop(index)
-                    tallies = _merge_parts([p[2] for p in parts.values()])
-                    stats, by_model = summarize(tallies, end - begin)
-                    window = Window(index, begin, end, stats, by_model)
-                    if probe is not None:
-                        snapshot = probe.snapshot()
-                        if "last" in snapshots:
-                            window.server = window_delta(snapshots["last"], snapshot)
-                        snapshots["last"] = snapshot
-                    windows.append(window)
-                    recent = (recent + [tallies])[-max(1, plan.keep_tallies):]
-                    if stop_when is not None and stop_when(windows):
-                        stop.set()
+                if assembler.add(worker, index, begin, end, wire) and stop_when is not None \
+                        and stop_when(assembler.windows):
+                    stop.set()
     finally:
         stop.set()
         for process in processes:
@@ -189,7 +175,7 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
     overall = _merge_parts([f[0] for f in finals.values()])
     duration = max(0.0, ended - started_mono - plan.warmup_s)
     stats, by_model = summarize(overall, duration)
-    return TrafficResult(stats, by_model, windows, None, recent, plan.mode, started_mono, ended,
+    return TrafficResult(stats, by_model, assembler.windows, None, assembler.recent, plan.mode, started_mono, ended,
                          sum(f[1] for f in finals.values()), _merge_sightings([f[2] for f in finals.values()]),
                          sum(f[3] for f in finals.values()), sum(f[4] for f in finals.values()))
 
@@ -211,6 +197,40 @@ def _merge_sightings(parts: list[dict[str, dict[str, dict]]]) -> dict[str, dict[
                     first = sighting if sighting.t_s < old.t_s else old
                     into[reason] = Sighting(first.t_s, first.wall, first.completed_before, old.count + sighting.count)
     return merged
+
+
+class WindowAssembler:
+    """Joins the workers' parts of each measurement window (by window index) into one Window once
+    every worker has sent its part: merged tallies, the span from the earliest begin to the latest
+    end, and the server's statistics since the previous window. Keeps the last tallies as well."""
+
+    def __init__(self, workers: int, plan: TrafficPlan, probe: Any, snapshots: dict[str, Any]) -> None:
+        self.workers = workers
+        self.plan = plan
+        self.probe = probe
+        self.snapshots = snapshots
+        self.windows: list[Window] = []
+        self.recent: list[dict[str, Tally]] = []
+        self._pending: dict[int, dict[int, tuple]] = {}
+
+    def add(self, worker: int, index: int, begin: float, end: float, wire: Any) -> bool:
+        """Take one worker's part; True when that closed the window."""
+        self._pending.setdefault(index, {})[worker] = (begin, end, wire)
+        if len(self._pending[index]) < self.workers:
+            return False
+        parts = self._pending.pop(index).values()
+        tallies = _merge_parts([p[2] for p in parts])
+        begin, end = min(p[0] for p in parts), max(p[1] for p in parts)
+        stats, by_model = summarize(tallies, end - begin)
+        window = Window(index, begin, end, stats, by_model)
+        if self.probe is not None:
+            snapshot = self.probe.snapshot()
+            if "last" in self.snapshots:
+                window.server = window_delta(self.snapshots["last"], snapshot)
+            self.snapshots["last"] = snapshot
+        self.windows.append(window)
+        self.recent = (self.recent + [tallies])[-max(1, self.plan.keep_tallies):]
+        return True
 
 
 def _merge_parts(parts: list[dict[str, dict]]) -> dict[str, Tally]:
