@@ -44,7 +44,8 @@ def test_fleet_behind_nginx_version_drift_spread_capacity_and_replica_death(drif
     first = fleet.launchers["replica-1"].endpoints
     run = run_checklist("test_fleet.py", url=None, args=(
         f"--triton-url={fleet.nginx.http_url}", f"--triton-grpc-url={fleet.nginx.grpc_url}",
-        f"--triton-metrics-url={first.metrics_url}", f"--triton-config={config}"))
+        f"--triton-metrics-url={first.metrics_url}", f"--triton-config={config}",
+        "--triton-allow=saturate,faults"))  # the fleet is attached: its load and replica death are allowed
     output = run.outcome.stdout.str()
     report = run.report
     print(output[-3000:])
