@@ -218,12 +218,16 @@ def _first_run(run_checklist, tmp_path):
     return document
 
 
-def test_perf5_fails_against_a_baseline_doctored_to_30_percent_more_capacity(run_checklist, tmp_path, browser):
+def test_perf5_fails_against_a_baseline_doctored_to_more_capacity(run_checklist, tmp_path, browser):
+    """End to end through two real runs. The baseline's capacity is doubled, not raised by 30%: two
+    consecutive quick runs on 2 shared cores differ by up to a third in capacity, so a 30% doctoring
+    would sometimes fall inside run-to-run noise; the 30% rule itself is tested exactly above
+    (test_doctored_baseline_with_30_percent_more_capacity_is_a_regression_naming_model_and_numbers)."""
     document = _first_run(run_checklist, tmp_path)
     for result in document["results"]:
         for m in result["measurements"]:
             if result["check_id"] == "PERF-2" and m["name"] == "max throughput within SLO":
-                m["value"] = round(m["value"] * 1.3, 1)
+                m["value"] = round(m["value"] * 2.0, 1)
     doctored_path = tmp_path / "doctored.json"
     doctored_path.write_text(json.dumps(document))
     worse = run_checklist(*PERF_FILES, url="own", args=(*PERF_SELECT, f"--triton-config={QUICK}", f"--triton-baseline={doctored_path}"))

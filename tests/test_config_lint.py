@@ -58,13 +58,13 @@ def h200_checklist(pytester):
     return str(pytester.path / "test_config.py")
 
 
-def _lint_run(run_checklist, h200_checklist, rule: str, kind: str, *extra: str):
+def _lint_run(run_checklist, h200_checklist, rule: str, kind: str, *extra: str, allow: str | None = "reload"):
     case = LINT_CASES / rule
     args = [f"--triton-model-repository={case / kind}", "-k", LINT_CHECK, *extra]
     if (case / "triton-ready.yaml").exists():
         args.append(f"--triton-config={case / 'triton-ready.yaml'}")
     checklist = h200_checklist if rule in GPU_RULES else "test_config.py"
-    return run_checklist(checklist, args=tuple(args))
+    return run_checklist(checklist, args=tuple(args), allow=allow)
 
 
 # -- every rule: a failing and a passing case, through the real check ---------------------------
@@ -139,9 +139,9 @@ def test_a_bad_rollout_kind_is_a_usage_error_naming_the_file(run_checklist, tmp_
 
 
 def test_instance_count_is_skipped_with_its_reason_when_not_measured(run_checklist, h200_checklist):
-    """Attached to a server it did not launch, the lint does not unload models to measure them:
-    the rule says so as info and the check records no model memory."""
-    run = _lint_run(run_checklist, h200_checklist, "instance-count-for-model-size", "bad")
+    """Attached to a server it did not launch, the lint does not unload models to measure them
+    unless `reload` is allowed: the rule says so as info and the check records no model memory."""
+    run = _lint_run(run_checklist, h200_checklist, "instance-count-for-model-size", "bad", allow=None)
     run.outcome.assert_outcomes(passed=1)
     [info] = _findings(run, LINT_CHECK, "instance-count-for-model-size")
     assert info["severity"] == "info" and "not checked" in info["message"] and "unloads and reloads" in info["message"]
