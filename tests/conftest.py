@@ -31,7 +31,7 @@ from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLaun
 SERVER_FIXTURES = frozenset({
     "demo_server", "run_checklist", "pytester", "load_server", "engine", "canary_server", "broken_server",
     "production_server", "prometheus_binary", "browser", "container_settings", "evidence", "pytriton_wheel",
-    "h200_endpoint", "h200_checklist", "container_engine",
+    "h200_endpoint", "h200_checklist", "container_engine", "subprocess_checklist",
 })
 # Tests that start a server, a subprocess of the project or a pip build on their own.
 SERVER_TESTS = frozenset({
@@ -46,6 +46,11 @@ SERVER_TESTS = frozenset({
     "test_script_installs_carried_wheels_and_passes_extra_arguments",
     "test_script_setup_errors_are_one_line_and_exit_3",
     "test_gpu_kind_is_refused_where_no_gpu_can_run_the_models",
+    "test_start_up_settles_fast_serves_the_good_model_and_names_the_failed_ones",
+    "test_a_server_started_from_any_thread_ends_when_the_runner_is_killed",
+    "test_a_failed_start_leaves_no_group_log_handle_or_working_directory",
+    "test_declared_command_failure_and_timeout_are_clear",
+    "test_an_unreachable_server_is_one_line_its_exit_code_and_a_report",
 })
 
 

@@ -129,7 +129,8 @@ def test_scope_lists_not_run_waived_expired_and_unused():
 
 # -- real pytest runs --------------------------------------------------------------------------------
 @pytest.fixture
-def checklist(tmp_path: Path) -> Path:
+def subprocess_checklist(tmp_path: Path) -> Path:
+    """A checklist file that needs no server, for real pytest subprocess runs."""
     path = tmp_path / "test_mini_checklist.py"
     path.write_text(CHECKLIST)
     return path
@@ -153,26 +154,26 @@ def _suite_properties(checklist: Path) -> dict[str, list[str]]:
     return properties
 
 
-def test_exit_code_is_the_verdict(checklist):
-    ready, report = _run(checklist, env={"FIX_SECOND": "1"})
+def test_exit_code_is_the_verdict(subprocess_checklist):
+    ready, report = _run(subprocess_checklist, env={"FIX_SECOND": "1"})
     assert (ready.returncode, report["verdict"]) == (EXIT_CODES["READY"], "READY"), ready.stdout[-2000:]
-    not_ready, report = _run(checklist)
+    not_ready, report = _run(subprocess_checklist)
     assert (not_ready.returncode, report["verdict"]) == (EXIT_CODES["NOT READY"], "NOT READY")
-    assert _suite_properties(checklist)["triton_ready_exit_code"] == ["1"]
+    assert _suite_properties(subprocess_checklist)["triton_ready_exit_code"] == ["1"]
 
 
-def test_a_k_subset_is_partial_and_names_what_did_not_run(checklist):
-    result, report = _run(checklist, "-k", "first")
+def test_a_k_subset_is_partial_and_names_what_did_not_run(subprocess_checklist):
+    result, report = _run(subprocess_checklist, "-k", "first")
     assert result.returncode == EXIT_CODES["PARTIAL"], result.stdout[-2000:]
     assert report["verdict"] == "PARTIAL"
     assert report["scope"]["in_scope"] == 3 and report["scope"]["ran"] == 1
     assert sorted(e["check_id"] for e in report["scope"]["not_run"]) == ["MON-1", "OPS-3"]
     assert "not run: 2 of 3 checks in scope (MON-1, OPS-3)" in result.stdout
     assert "triton-ready verdict: PARTIAL" in result.stdout.splitlines()[-1]
-    assert any("MON-1" in v for v in _suite_properties(checklist)["triton_ready_not_run"])
+    assert any("MON-1" in v for v in _suite_properties(subprocess_checklist)["triton_ready_not_run"])
 
 
-def test_a_waiver_leaves_a_check_out_and_an_expired_one_blocks(checklist, tmp_path):
+def test_a_waiver_leaves_a_check_out_and_an_expired_one_blocks(subprocess_checklist, tmp_path):
     config = tmp_path / "triton-ready.yaml"
     config.write_text(textwrap.dedent("""\
         gate:
@@ -180,19 +181,19 @@ def test_a_waiver_leaves_a_check_out_and_an_expired_one_blocks(checklist, tmp_pa
             - {check: MON-1, reason: "metrics pipeline moves next sprint", owner: ml-platform, expires: 2999-01-01}
             - {check: OPS-3, reason: "DR test scheduled", owner: sre, expires: 2999-01-01}
     """))
-    result, report = _run(checklist, f"--triton-config={config}")
+    result, report = _run(subprocess_checklist, f"--triton-config={config}")
     assert (result.returncode, report["verdict"]) == (0, "READY"), result.stdout[-2000:]
     assert [e["check_id"] for e in report["scope"]["waived"]] == ["MON-1", "OPS-3"]
     assert "waived: MON-1 test_second: metrics pipeline moves next sprint (owner ml-platform, expires 2999-01-01)" in result.stdout
     config.write_text(config.read_text().replace("2999-01-01}", "2020-01-01}", 1))
-    result, report = _run(checklist, f"--triton-config={config}", env={"FIX_SECOND": "1"})
+    result, report = _run(subprocess_checklist, f"--triton-config={config}", env={"FIX_SECOND": "1"})
     assert (result.returncode, report["verdict"]) == (EXIT_CODES["INCOMPLETE"], "INCOMPLETE")
     assert "expired waivers: MON-1 (expired 2020-01-01, ml-platform)" in report["verdict_reason"]
 
 
-def test_a_rerun_replaces_the_result_and_a_flaky_pass_is_not_ready(checklist, tmp_path):
+def test_a_rerun_replaces_the_result_and_a_flaky_pass_is_not_ready(subprocess_checklist, tmp_path):
     flag = tmp_path / "attempted"
-    result, report = _run(checklist, "-p", "rerunfailures", "--reruns", "1", env={"FLAKY_FILE": str(flag)})
+    result, report = _run(subprocess_checklist, "-p", "rerunfailures", "--reruns", "1", env={"FLAKY_FILE": str(flag)})
     assert result.returncode == EXIT_CODES["NOT READY"], result.stdout[-2000:]
     second = [r for r in report["results"] if r["check_id"] == "MON-1"]
     assert len(second) == 1 and second[0]["verdict"] == "pass" and second[0]["flaky"] is True
@@ -201,18 +202,18 @@ def test_a_rerun_replaces_the_result_and_a_flaky_pass_is_not_ready(checklist, tm
     config = tmp_path / "allow.yaml"
     config.write_text("gate:\n  allow_flaky: true\n")
     flag.unlink()
-    result, report = _run(checklist, "-p", "rerunfailures", "--reruns", "1", f"--triton-config={config}",
+    result, report = _run(subprocess_checklist, "-p", "rerunfailures", "--reruns", "1", f"--triton-config={config}",
                           env={"FLAKY_FILE": str(flag)})
     assert (result.returncode, report["verdict"]) == (0, "READY"), result.stdout[-2000:]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_and_sigterm_write_the_report_with_the_rest_incomplete(checklist, sig):
-    report_dir = checklist.parent / "report"
+def test_ctrl_c_and_sigterm_write_the_report_with_the_rest_incomplete(subprocess_checklist, sig):
+    report_dir = subprocess_checklist.parent / "report"
     process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", str(checklist), f"--readiness-report={report_dir}", "-p", "no:cacheprovider",
-         f"--junitxml={checklist.parent / 'junit.xml'}", "-s"],
-        cwd=checklist.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "-m", "pytest", str(subprocess_checklist), f"--readiness-report={report_dir}", "-p", "no:cacheprovider",
+         f"--junitxml={subprocess_checklist.parent / 'junit.xml'}", "-s"],
+        cwd=subprocess_checklist.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "SLOW": "1", "FIX_SECOND": "1"},
     )
     deadline = time.monotonic() + 60
@@ -227,12 +228,12 @@ def test_ctrl_c_and_sigterm_write_the_report_with_the_rest_incomplete(checklist,
     assert verdicts["CFG-1"][0] == "pass" and verdicts["MON-1"][0] == "pass"
     assert verdicts["OPS-3"] == ("incomplete", "not run: the run was interrupted (Ctrl-C or SIGTERM)")
     assert report["verdict"] == "INCOMPLETE"
-    assert (checklist.parent / "junit.xml").exists()
+    assert (subprocess_checklist.parent / "junit.xml").exists()
 
 
-def test_xdist_is_refused_with_one_line(checklist):
+def test_xdist_is_refused_with_one_line(subprocess_checklist):
     pytest.importorskip("xdist")
-    result, _ = _run(checklist, "-p", "xdist", "-n", "2", "--triton-url=http://127.0.0.1:1")
+    result, _ = _run(subprocess_checklist, "-p", "xdist", "-n", "2", "--triton-url=http://127.0.0.1:1")
     assert result.returncode == 4
     assert "the checklist runs in one process, in order" in result.stderr
 
