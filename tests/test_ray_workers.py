@@ -80,11 +80,14 @@ def _load_worker_processes():
 def test_a_dead_ray_worker_makes_the_measurement_incomplete_in_one_line(ray_cluster, demo_server):
     engine = engine_for(demo_server, ray_cluster.address)
     killed = []
+    # an earlier test's actor processes may still be on their way out: only this measurement's own
+    # actors (started after this point) are candidates, or the kill could miss the measurement
+    earlier = {process.pid for process in _load_worker_processes()}
 
     def kill_one():
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not killed:
-            workers = _load_worker_processes()
+            workers = [p for p in _load_worker_processes() if p.pid not in earlier]
             if len(workers) == 2:
                 time.sleep(2.5)  # into the measurement
                 workers[0].send_signal(signal.SIGKILL)
