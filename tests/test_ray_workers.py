@@ -90,7 +90,10 @@ def test_a_dead_ray_worker_makes_the_measurement_incomplete_in_one_line(ray_clus
             workers = [p for p in _load_worker_processes() if p.pid not in earlier]
             if len(workers) == 2:
                 time.sleep(2.5)  # into the measurement
-                workers[0].send_signal(signal.SIGKILL)
+                try:
+                    workers[0].send_signal(signal.SIGKILL)
+                except psutil.NoSuchProcess:
+                    continue  # gone meanwhile: look again
                 killed.append(workers[0].pid)
             time.sleep(0.1)
 
