@@ -68,20 +68,21 @@ def _budget_note(check, prof):
 def test_benchmark_meets_slo_at_target_load(triton, load, check, triton_facts):
     """At each model's target load the p99 latency is within budget, the throughput reaches the
     target, and at least success_rate_min of the requests succeed; no model instance dies under
-    the load (a dead instance fails the check whatever the success rate) and no window stalls."""
+    the load (a dead instance fails the check whatever the success rate) and no window stalls.
+    Publishes each model's target load as `triton_facts["perf.target"]` (PERF-5 measures there again)."""
     profiles = _profiles(triton)
     if not profiles:
         check.incomplete("no READY model in scope to benchmark")
     health = LoadHealth(triton, check, triton_facts, [p.model for p in profiles])
     untrusted = None
     try:
-        untrusted = _benchmark(load, check, health, profiles)
+        untrusted = _benchmark(load, check, health, profiles, triton_facts.setdefault("perf.target", {}))
     finally:
         health.finish()
     _untrusted(check, untrusted)
 
 
-def _benchmark(load, check, health, profiles):
+def _benchmark(load, check, health, profiles, targets):
     success_min = check.threshold("success_rate_min")
     untrusted = []
     for prof in profiles:
@@ -93,11 +94,13 @@ def _benchmark(load, check, health, profiles):
             measurement = load.measure(model, rate=prof.min_throughput, poisson=True)
             check.measure("offered load (Poisson)", prof.min_throughput, "infer/s", model=model)
             label = f"{prof.min_throughput:g} infer/s offered"
+            targets[model] = {"rate": prof.min_throughput}
         else:
             concurrency = int(check.threshold("perf_target_concurrency").value)
             measurement = load.measure(model, concurrency=concurrency)
             check.measure("concurrency (closed loop)", concurrency, "requests", model=model)
             label = f"concurrency {concurrency}"
+            targets[model] = {"concurrency": concurrency}
         if health.observe(measurement, model=model, label=label):
             check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
             continue  # its numbers describe a broken model: the dead instance is the finding

@@ -13,6 +13,7 @@ import pytest
 from conftest import artifact_dir
 from pytest_triton_ready.baseline import (
     ALL,
+    NOT_REPRODUCED,
     REGRESSION,
     WITHIN_NOISE,
     BaselineError,
@@ -20,6 +21,7 @@ from pytest_triton_ready.baseline import (
     environment_differences,
     key_numbers,
     load_baseline,
+    reconsider,
 )
 from pytest_triton_ready.report.model import Measurement, Result, Verdict
 from pytest_triton_ready.thresholds import THRESHOLDS
@@ -79,6 +81,24 @@ def test_same_numbers_pass_and_a_change_inside_the_noise_is_reported_as_noise():
     assert statuses["p99"] == WITHIN_NOISE  # +30 %, but 2 x sqrt(0.12² + 0.12²) = 34 %
     quiet = {c.metric.key: c.status for c in compare(key_numbers(_document(p99=6.5)), key_numbers(_document()), _threshold)}
     assert quiet["p99"] == REGRESSION
+
+
+def test_a_regression_must_show_in_the_repeat_measurement_too():
+    regressed = {c.metric.key: c for c in compare(key_numbers(_document(capacity=850.0, p99=6.5)),
+                                                  key_numbers(_document()), _threshold)}
+    assert regressed["capacity"].status == regressed["p99"].status == REGRESSION
+    lucky = reconsider(regressed["capacity"], 960.0, _threshold)  # the better of 850 and 960: -4 %
+    assert lucky.status == NOT_REPRODUCED and (lucky.current, lucky.repeat) == (850.0, 960.0)
+    assert lucky.describe().startswith("scale: capacity within SLO 850 infer/s, 960 infer/s on a repeat, vs 1000 "
+                                       "infer/s in the baseline (-4.0% at best; the rule allows -10%")
+    again = reconsider(regressed["capacity"], 800.0, _threshold)  # both measurements of this run show the drop
+    assert again.status == REGRESSION and round(again.change, 2) == -0.15
+    assert reconsider(regressed["p99"], 5.2, _threshold).status == NOT_REPRODUCED  # lower is better for latency
+    assert reconsider(regressed["p99"], 7.0, _threshold).status == REGRESSION
+    recovery = compare(key_numbers(_document()), key_numbers(_document()), _threshold)
+    not_repeatable = next(c for c in recovery if c.metric.key == "recovery")
+    not_repeatable.status = REGRESSION
+    assert reconsider(not_repeatable, 0.0, _threshold) is not_repeatable  # nothing in the run measures it again
 
 
 def test_baseline_from_a_directory_is_the_newest_ready_run_and_differences_are_named(tmp_path):
@@ -241,10 +261,9 @@ def test_perf5_fails_against_a_baseline_doctored_to_more_capacity(run_checklist,
     first_screen(browser, worse.report_dir / "readiness.html", "first-screen-verdict-and-key-numbers.png")
 
 
-@pytest.mark.xfail(strict=False, reason="on the shared 2-core test machine PERF-2's capacity moved 21-32 % between "
-                   "two consecutive quick runs while each run's window spread was 5-8 %: the window noise does not "
-                   "cover run-to-run variance there")
 def test_perf5_passes_against_its_own_previous_run(run_checklist, tmp_path):
+    """On a shared 2-core machine capacity moved by up to a third between two quick runs, beyond the
+    window spread: PERF-5 passes here because a regression must show in its repeat measurement too."""
     document = _first_run(run_checklist, tmp_path)
     runs = tmp_path / "runs"
     (runs / "previous").mkdir(parents=True)
@@ -253,6 +272,7 @@ def test_perf5_passes_against_its_own_previous_run(run_checklist, tmp_path):
     assert again.report["baseline"]["path"] == str(runs / "previous" / "readiness.json")
     perf5 = again.result("test_no_regression_against_baseline")
     assert perf5["verdict"] == "pass", [f["message"] for f in perf5["findings"]]
+    print(*(f["message"] for f in perf5["findings"]), sep="\n")
 
 
 def first_screen(browser, html: Path, name: str) -> None:

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compare import IMPROVED, OK, REGRESSION, WITHIN_NOISE, Comparison, compare
+from .compare import IMPROVED, NOT_REPRODUCED, OK, REGRESSION, REPEATABLE, WITHIN_NOISE, Comparison, compare, reconsider
 from .keynumbers import ALL, METRICS, config_digests, key_numbers, model_label, ordered_models
 
-__all__ = ["ALL", "Baseline", "BaselineError", "Comparison", "IMPROVED", "METRICS", "OK", "REGRESSION",
-           "WITHIN_NOISE", "compare", "config_digests", "environment_differences", "find_runs", "key_numbers",
-           "load_baseline", "model_label", "ordered_models", "read_report"]
+__all__ = ["ALL", "Baseline", "BaselineError", "Comparison", "IMPROVED", "METRICS", "NOT_REPRODUCED", "OK", "REGRESSION",
+           "REPEATABLE", "WITHIN_NOISE", "compare", "config_digests", "environment_differences", "find_runs",
+           "key_numbers", "load_baseline", "model_label", "ordered_models", "read_report", "reconsider"]
 
 
 class BaselineError(ValueError):
