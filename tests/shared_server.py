@@ -9,48 +9,33 @@ lines) in the output and in `deaths.log`, and the next test gets a fresh server.
 
 from __future__ import annotations
 
-import json
 import shutil
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_triton_ready.client import http_status
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
+from pytest_triton_ready.launchers.settle import repository_index
 
 
-def _get(url: str) -> tuple[int | None, bytes]:
+def _config_text(http_url: str, model: str) -> str:
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read()
+        with urllib.request.urlopen(f"{http_url}/v2/models/{model}/config", timeout=5) as response:
+            return response.read().decode()
     except urllib.error.HTTPError as exc:
-        return exc.code, b""
-    except (urllib.error.URLError, OSError):
-        return None, b""
-
-
-def _post(url: str, body: bytes = b"{}") -> tuple[int | None, bytes]:
-    request = urllib.request.Request(url, data=body, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
-    except (urllib.error.URLError, OSError):
-        return None, b""
+        return f"config answered {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        return f"config not read: {exc}"
 
 
 def server_state(http_url: str) -> dict[str, str]:
     """What a test may not leave changed: each model's state and its effective config."""
-    status, body = _post(f"{http_url}/v2/repository/index")
-    if status != 200:
-        return {"": f"repository index answered {status}"}
-    state = {}
-    for entry in json.loads(body):
-        name = entry["name"]
-        config_status, config = _get(f"{http_url}/v2/models/{name}/config")
-        state[name] = f"{entry.get('state')} {config.decode() if config_status == 200 else config_status}"
-    return state
+    index = repository_index(http_url, timeout_s=5)
+    if index is None:
+        return {"": "repository index did not answer with JSON"}
+    return {entry["name"]: f"{entry.get('state')} {_config_text(http_url, entry['name'])}" for entry in index}
 
 
 def warning_lines(log: str, most: int = 15) -> list[str]:
@@ -88,7 +73,7 @@ class SharedDemoServer:
         code = launcher.process.poll() if launcher.process else None
         if code is not None:
             return f"tritonserver exited with status {code}"
-        status, _ = _get(f"{launcher.endpoints.http_url}/v2/health/live")
+        status = http_status(f"{launcher.endpoints.http_url}/v2/health/live", timeout_s=5)
         if status != 200:
             return f"tritonserver (pid {launcher.pid}) no longer answers /v2/health/live ({status})"
         return None
