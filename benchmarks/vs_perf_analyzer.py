@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from side_by_side import medians, print_table  # noqa: E402
 
 from pytest_triton_ready.client import TritonClient  # noqa: E402
 from pytest_triton_ready.load import LoadEngine, MeasureRules  # noqa: E402
@@ -129,22 +130,14 @@ def _line(row: dict) -> str:
 
 
 def _summary(rows: list[dict], args, load_before, load_after) -> int:
-    ok = {tool: [r for r in rows if r["tool"] == tool and "error" not in r] for tool in ("perf_analyzer", "engine")}
-    if not ok["perf_analyzer"] or not ok["engine"]:
-        print("no comparison: a tool produced no result", file=sys.stderr)
+    med = medians(rows, ("throughput", "p50_ms", "p99_ms"))
+    if med is None:
         return 1
-    med = {tool: {k: statistics.median(r[k] for r in rs) for k in ("throughput", "p50_ms", "p99_ms")}
-           for tool, rs in ok.items()}
     print()
     print(f"model {args.model}, {args.protocol}, concurrency {args.concurrency}, batch {args.batch_size}, "
           f"{args.rounds} alternated rounds, windows of {args.window_s:g} s; "
           f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on {os.cpu_count()} CPUs")
-    print(f"| {'median of rounds':<20} | {'perf_analyzer':>14} | {'engine':>14} | {'engine / pa':>11} |")
-    print(f"| {'-' * 20} | {'-' * 14} | {'-' * 14} | {'-' * 11} |")
-    for key, label, unit in (("throughput", "throughput", "infer/s"), ("p50_ms", "p50 latency", "ms"),
-                             ("p99_ms", "p99 latency", "ms")):
-        pa, en = med["perf_analyzer"][key], med["engine"][key]
-        print(f"| {label + ' (' + unit + ')':<20} | {pa:>14.3f} | {en:>14.3f} | {en / pa:>11.3f} |")
+    print_table(med, {"throughput": "throughput (infer/s)", "p50_ms": "p50 latency (ms)", "p99_ms": "p99 latency (ms)"})
     ratio = med["engine"]["throughput"] / med["perf_analyzer"]["throughput"]
     p50_diff = med["engine"]["p50_ms"] / med["perf_analyzer"]["p50_ms"] - 1
     print(f"p50 difference: {p50_diff:+.1%} (target within 10%)")

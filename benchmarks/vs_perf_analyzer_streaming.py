@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from side_by_side import medians, print_table  # noqa: E402
 
 from pytest_triton_ready.client import TritonClient  # noqa: E402
 from pytest_triton_ready.load.streaming import (  # noqa: E402
@@ -201,22 +202,17 @@ def _line(row: dict) -> str:
 
 
 def _summary(rows: list[dict], args, load_before, load_after) -> int:
-    ok = {tool: [r for r in rows if r["tool"] == tool and "error" not in r] for tool in ("perf_analyzer", "engine")}
-    if not ok["perf_analyzer"] or not ok["engine"]:
-        print("no comparison: a tool produced no result", file=sys.stderr)
-        return 1
     keys = ("responses_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "latency_p50_ms")
-    med = {tool: {k: statistics.median(r[k] for r in ok[tool]) for k in keys} for tool in ok}
+    med = medians(rows, keys)
+    if med is None:
+        return 1
+    runs = {tool: sum(1 for r in rows if r["tool"] == tool and "error" not in r) for tool in med}
     print()
     print(f"model {args.model}{' (delays ' + args.delays + ' ms)' if args.delays else ''}, gRPC streaming, "
           f"concurrency {args.concurrency}, {args.max_tokens} tokens per request, "
-          f"{len(ok['perf_analyzer'])} + {len(ok['engine'])} runs; load average {load_before[0]:.1f} -> {load_after[0]:.1f} "
+          f"{runs['perf_analyzer']} + {runs['engine']} runs; load average {load_before[0]:.1f} -> {load_after[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    print(f"| {'median of rounds':<20} | {'perf_analyzer':>14} | {'engine':>14} | {'engine / pa':>11} |")
-    print(f"| {'-' * 20} | {'-' * 14} | {'-' * 14} | {'-' * 11} |")
-    for key in keys:
-        pa, en = med["perf_analyzer"][key], med["engine"][key]
-        print(f"| {key:<20} | {pa:>14.2f} | {en:>14.2f} | {en / pa if pa else float('nan'):>11.3f} |")
+    print_table(med, {key: key for key in keys}, digits=2)
     ratio = med["engine"]["responses_per_s"] / med["perf_analyzer"]["responses_per_s"]
     print(f"responses/s ratio engine/perf_analyzer: {ratio:.3f}")
     return 0
