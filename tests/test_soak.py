@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -117,6 +118,17 @@ def test_host_memory_judges_only_when_the_server_rss_is_unknown():
     attached = [_window(i, host_mb=1000 + 10 * i, rss_mb=None) for i in range(20)]
     assert "host-memory-leak" not in _failed_rules(evaluate(owned, _limits(), 1))
     assert "host-memory-leak" in _failed_rules(evaluate(attached, _limits(), 1))
+
+
+def test_a_long_soak_that_read_no_server_memory_has_not_judged_leaks():
+    unread = [_window(i, rss_mb=None, host_mb=None) for i in range(20)]
+    evaluation = evaluate(unread, _limits(), 1)
+    assert not evaluation.failed
+    assert len(evaluation.unjudged) == 1 and evaluation.unjudged[0].startswith("server memory was not read")
+    assert "server host used memory (nv_cpu_memory_used_bytes): not read" in evaluation.unjudged[0]
+    assert evaluate(unread, _limits(soak_leak_min_duration_s=600), 1).unjudged == []  # too short to judge anyway
+    host_only = [_window(i, rss_mb=None, host_mb=1000) for i in range(20)]
+    assert evaluate(host_only, _limits(), 1).unjudged == []
 
 
 def test_one_failing_window_fails_the_success_rule_and_is_named():
@@ -239,6 +251,19 @@ def test_a_completed_journal_renders_with_the_rules_verdict(tmp_path):
     assert document["verdict"] == "NOT READY"
 
 
+def test_a_completed_journal_without_server_memory_renders_incomplete(tmp_path):
+    settings = build_settings({"triton_soak": "10s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
+    plan = build_plan(settings, ["m"], {})
+    path = tmp_path / "j.jsonl"
+    writer = JournalWriter(path, {"started_at": "2026-11-30T00:00:00+00:00", "plan": plan.to_dict(),
+                                  "context": {"launcher": "attach"}, "settings": settings.redacted()})
+    for i in range(10):
+        writer.window(_window(i, rss_mb=None))
+    writer.end("completed", "2026-11-30T00:00:10+00:00")
+    result = journal_to_run(path).results[0]
+    assert result.verdict.value == "incomplete" and result.reason.startswith("server memory was not read")
+
+
 def test_progress_line_rewrites_on_a_tty_and_prints_a_line_per_window_otherwise():
     window = _window(2, ok=150, host_mb=3000)
     text = progress_text(3.0, 600.0, window, errors_total=1, completed_total=450)
@@ -288,6 +313,24 @@ def test_short_soak_of_the_demo_server_passes(run_checklist, tmp_path):
     journal = read_journal(run.report_dir / "soak-journal.jsonl")
     assert journal.finished and journal.end["reason"] == "completed" and len(journal.windows) == 8
     assert all(w.server_rss_bytes and w.runner_rss_bytes and w.p99_ms for w in journal.windows)
+
+
+def test_an_attached_soak_that_cannot_read_server_memory_is_incomplete(run_checklist, demo_server, tmp_path):
+    """Found attached to a fleet behind nginx whose metrics port was not reachable: the soak passed
+    with 'not read' notes. A leak that was never measured is not a pass."""
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    endpoints = demo_server.endpoints
+    run = run_checklist("test_soak.py", url=None, args=(
+        f"--triton-url={endpoints.http_url}", f"--triton-grpc-url={endpoints.grpc_url}",
+        f"--triton-metrics-url=http://127.0.0.1:{closed_port}/metrics",
+        "--triton-soak=4s", "--triton-models=scale", "--triton-threshold=soak_leak_min_duration_s=1",
+        _soak_config(tmp_path, window="1s", rate=20, p99_drift_min_ms=200)))
+    result = run.result("test_soak_stability")
+    assert result["verdict"] == "incomplete", result
+    assert result["reason"].startswith("server memory was not read"), result["reason"]
+    assert "--triton-metrics-url" in result["reason"] and run.report["verdict"] == "INCOMPLETE"
 
 
 def test_a_model_leaking_on_every_request_is_caught_by_the_leak_rule(run_checklist, tmp_path):

@@ -183,12 +183,15 @@ def result_from_journal(journal: Journal) -> Result:
     windows = journal.windows
     ran_s = windows[-1].end_s if windows else 0.0
     check = CheckRecorder(result)
-    record_soak(check, plan, windows, ran_s)
     if journal.damaged_lines:
         check.evidence("journal lines that did not parse", ", ".join(map(str, journal.damaged_lines)))
     end = journal.end or {}
     reason = end.get("reason")
-    if reason == "completed":
+    evaluation = record_soak(check, plan, windows, ran_s)
+    if reason == "completed" and evaluation.unjudged and not check.failed:
+        result.verdict = Verdict.INCOMPLETE
+        result.reason = "; ".join(evaluation.unjudged)
+    elif reason == "completed":
         result.verdict = Verdict.FAIL if check.failed else Verdict.PASS
     else:
         result.verdict = Verdict.INCOMPLETE

@@ -9,6 +9,11 @@ exactly as the run did. Rules:
 - pending requests: the fitted growth of Triton's pending-request gauge over the soak;
 - the runner's own memory and the share of requests it could not send on time (warnings: they
   question the measurement, not the server).
+
+A soak long enough to judge leaks (soak_leak_min_duration_s) that could read neither the server's
+process memory nor the host's memory gauge has not judged the server's leak at all: `unjudged`
+says so, and the soak is INCOMPLETE rather than a pass (attached to a server whose metrics port is
+not reachable, for instance).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class Evaluation:
     outcomes: list[Outcome]
     trends: dict[str, Trend | None]
     notes: list[str]
+    unjudged: list[str]  # rules that a soak of this length should have judged and could not
 
     @property
     def failed(self) -> list[Outcome]:
@@ -99,7 +105,13 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
     else:
         notes.append("pending requests: too few windows with nv_inference_pending_request_count to fit a trend")
     outcomes += _dropped(windows, limits["soak_dropped_max"])
-    return Evaluation(outcomes, trends, notes)
+    unjudged = []
+    long_enough = _span_s(settled) >= limits["soak_leak_min_duration_s"].value
+    if long_enough and trends["server-memory-leak"] is None and trends["host-memory-leak"] is None:
+        unjudged.append("server memory was not read (neither the server's process tree nor the metrics' "
+                        "nv_cpu_memory_used_bytes), so no leak could be judged: "
+                        + "; ".join(n for n in notes if n.startswith(("server process tree", "server host"))))
+    return Evaluation(outcomes, trends, notes, unjudged)
 
 
 def _success(windows: Sequence[Window], minimum: ThresholdValue) -> list[Outcome]:
