@@ -31,6 +31,8 @@ def _profiles(triton):
 
 
 def _record_server_side(check, measurement, model):
+    if measurement.server is not None and measurement.server.mixed_servers:
+        check.finding(measurement.server.mixed_servers, severity="warning", model=model)
     server = measurement.server_model
     if server is None:
         return
@@ -301,7 +303,9 @@ def _stress(load, check, health, batched):
         check.measure("p99 latency", measurement.stats.p99_ms, "ms", model=model)
         server = measurement.server_model
         if not measurement.trustworthy or server is None or server.average_batch_size is None:
-            untrusted.append(f"{model}: {measurement.problem() or 'the server statistics gave no batch size'}")
+            why = (measurement.problem() or (measurement.server and measurement.server.mixed_servers)
+                   or "the server statistics gave no batch size")
+            untrusted.append(f"{model}: {why}")
             continue
         batch = server.average_batch_size
         check.measure("average batch size", round(batch, 2), "requests", model=model, threshold=min_batch,

@@ -407,3 +407,36 @@ def test_search_stops_at_errors_and_at_its_bound_with_a_lower_bound():
     points = _run_search(bounded, lambda c: (c * 100.0, 1.0, 1.0))  # still rising at the bound
     assert points[-1].concurrency == 32 and bounded.reason == BOUND
     assert bounded.capacity_is_lower_bound(points)
+
+
+# -- server-side deltas ---------------------------------------------------------------------------
+def _snapshot(at: float, success: int, queue_ns: int):
+    from pytest_triton_ready.load.server_side import ServerSnapshot
+
+    stats = {"inference_count": success, "execution_count": success,
+             "inference_stats": {"success": {"count": success, "ns": success * 1000},
+                                 "queue": {"count": success, "ns": queue_ns}}}
+    return ServerSnapshot(at, stats={"scale": stats})
+
+
+def test_server_deltas_of_one_server_give_per_request_times():
+    from pytest_triton_ready.load.server_side import window_delta
+
+    window = window_delta(_snapshot(0, 100, 1_000_000), _snapshot(1, 300, 3_000_000))
+    assert window.mixed_servers is None
+    assert window.models["scale"].success == 200 and window.models["scale"].stage_us["queue"] == 10.0
+
+
+def test_counters_that_go_backwards_leave_the_whole_measurement_without_server_numbers():
+    """Found behind nginx with three replicas and no fleet section: each snapshot reached another
+    replica, and the deltas paired two servers' counters into plausible-looking queue times."""
+    from pytest_triton_ready.load.engine import combine_server
+    from pytest_triton_ready.load.server_side import MIXED_SERVERS, window_delta
+
+    plausible = window_delta(_snapshot(0, 100, 1_000_000), _snapshot(1, 300, 3_000_000))
+    backwards = window_delta(_snapshot(1, 300, 3_000_000), _snapshot(2, 250, 2_600_000))
+    assert backwards.models == {}
+    assert backwards.mixed_servers.startswith(f"scale: {MIXED_SERVERS} (inference_count 300 -> 250)")
+    assert "fleet.replicas" in backwards.mixed_servers
+    combined = combine_server([plausible, backwards])
+    assert combined.models == {} and combined.mixed_servers == backwards.mixed_servers

@@ -266,6 +266,8 @@ def combine_server(windows: list[ServerWindow]) -> ServerWindow | None:
     if not windows:
         return None
     combined = ServerWindow(errors=sorted({e for w in windows for e in w.errors}))
+    if combined.mixed_servers:
+        return combined  # any window may pair two servers' counters
     for model in {m for w in windows for m in w.models}:
         parts = [w.models[model] for w in windows if model in w.models]
         success = sum(p.success for p in parts)

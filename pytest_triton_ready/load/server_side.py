@@ -4,6 +4,11 @@ metrics between two snapshots, and the GPUs read at the window's end.
 Snapshots use plain HTTP (urllib) and the metrics scraper, both safe to call from the load
 engine's background thread. A snapshot that cannot be taken is kept as its error text, so a
 window without server data says why instead of showing zeros.
+
+Counters only grow on one server. A counter that goes backwards between two snapshots means the
+snapshots came from different servers (replicas behind a load balancer, with no `fleet:` section
+to reach each one) or the server restarted: then every delta of the measurement may pair two
+servers' counters, and its server-side numbers are left out with the reason (`MIXED_SERVERS`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+MIXED_SERVERS = "statistics counters went backwards between two snapshots"
+MIXED_SERVERS_ADVICE = ("the snapshots came from more than one server (replicas behind a load balancer: name them "
+                        "under fleet.replicas to measure each) or the server restarted; server-side numbers of this "
+                        "measurement are left out")
 
 
 @dataclass
@@ -66,6 +75,11 @@ class ServerWindow:
     gpu_utilization: float | None = None  # mean over GPUs, 0..1
     gpu_memory_used_fraction: float | None = None  # highest over GPUs
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def mixed_servers(self) -> str | None:
+        """The reason the server-side numbers were left out when counters went backwards, else None."""
+        return next((e for e in self.errors if MIXED_SERVERS in e), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"models": {m: w.to_dict() for m, w in self.models.items()}, "gpu_utilization": self.gpu_utilization,
@@ -124,12 +138,27 @@ def _sum_versions(versions: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
+def _went_backwards(then: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """The first counter that is lower in `now` than in `then`, as 'name before -> after'."""
+    pairs = [("inference_count", then["inference_count"], now["inference_count"]),
+             ("execution_count", then["execution_count"], now["execution_count"])]
+    for stage, value in then["inference_stats"].items():
+        later = now["inference_stats"].get(stage, {"count": 0, "ns": 0})
+        pairs += [(f"{stage} count", value["count"], later["count"]), (f"{stage} ns", value["ns"], later["ns"])]
+    return next((f"{name} {a} -> {b}" for name, a, b in pairs if b < a), None)
+
+
 def window_delta(before: ServerSnapshot, after: ServerSnapshot) -> ServerWindow:
     window = ServerWindow(errors=list(after.errors))
     for model, now in after.stats.items():
         then = before.stats.get(model)
         if then is None:
             continue
+        backwards = _went_backwards(then, now)
+        if backwards is not None:
+            window.errors.append(f"{model}: {MIXED_SERVERS} ({backwards}): {MIXED_SERVERS_ADVICE}")
+            window.models.clear()
+            break
         stats_now, stats_then = now["inference_stats"], then["inference_stats"]
 
         def diff(stage: str, key: str, now: dict = stats_now, then: dict = stats_then) -> int:
