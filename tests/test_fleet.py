@@ -85,3 +85,19 @@ def test_fleet_behind_nginx_version_drift_spread_capacity_and_replica_death(drif
     assert measurement(death, "requests after the kill", "replica-1")["value"] > 100
     assert fleet.launchers["replica-1"].exit_code() is not None  # it really died
     assert report["verdict"] == "NOT READY"
+
+
+def test_metrics_of_one_replica_behind_the_balancer_still_see_the_counter_move(drifted_fleet, run_checklist):
+    """A run given the balancer's URL and one replica's metrics endpoint (no fleet section): one
+    inference in N reaches that replica, so MON-1 sends until the counter moves and says why."""
+    fleet = drifted_fleet
+    watched = fleet.launchers["replica-3"].endpoints
+    run = run_checklist("test_monitoring.py", url=None, args=(
+        "-k", "reachable_and_moving", f"--triton-url={fleet.nginx.http_url}",
+        f"--triton-grpc-url={fleet.nginx.grpc_url}", f"--triton-metrics-url={watched.metrics_url}"))
+    mon1 = run.result("test_metrics_endpoint_reachable_and_moving")
+    assert mon1["verdict"] == "pass", mon1
+    sent = measurement(mon1, "inferences sent until nv_inference_request_success rose", "identity")["value"]
+    assert 1 <= sent <= 8
+    spread_note = [f for f in mon1["findings"] if "rose only after" in f["message"]]
+    assert bool(spread_note) == (sent > 1), mon1["findings"]
