@@ -42,16 +42,18 @@ def test_second(check):
         if not os.path.exists(marker):
             open(marker, "w").close()
             check.finding("failed on the first attempt")
+        check.measure("attempt marker", marker)
         return
-    if not os.environ.get("FIX_SECOND"):
-        check.measure("errors", 3, threshold=0)
+    check.measure("errors", 0 if os.environ.get("FIX_SECOND") else 3, threshold=0)
 
 @pytest.mark.triton_check("OPS-3")
 def test_third(check):
-    """The third check sleeps when SLOW is set (to be interrupted)."""
+    """The third check sleeps when SLOW is set (to be interrupted); with SILENT it records nothing."""
     if os.environ.get("SLOW"):
         print("third check started", flush=True)
         time.sleep(60)
+    if not os.environ.get("SILENT"):
+        check.measure("slept", 60 if os.environ.get("SLOW") else 0, "s")
 '''
 
 
@@ -160,6 +162,13 @@ def test_exit_code_is_the_verdict(subprocess_checklist):
     not_ready, report = _run(subprocess_checklist)
     assert (not_ready.returncode, report["verdict"]) == (EXIT_CODES["NOT READY"], "NOT READY")
     assert _suite_properties(subprocess_checklist)["triton_ready_exit_code"] == ["1"]
+
+
+def test_a_check_that_records_nothing_is_incomplete_not_a_pass(subprocess_checklist):
+    result, report = _run(subprocess_checklist, env={"FIX_SECOND": "1", "SILENT": "1"})
+    assert (result.returncode, report["verdict"]) == (EXIT_CODES["INCOMPLETE"], "INCOMPLETE"), result.stdout[-2000:]
+    third = next(r for r in report["results"] if r["check_id"] == "OPS-3")
+    assert third["verdict"] == "incomplete" and third["reason"].startswith("the check recorded no measurement")
 
 
 def test_a_k_subset_is_partial_and_names_what_did_not_run(subprocess_checklist):
