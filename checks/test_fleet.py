@@ -3,7 +3,9 @@ the replicas). Per replica: live, ready, every model READY and answering (CFG-1)
 and moving (MON-1). Across replicas: the same models, versions and configuration (CFG-5). For the
 fleet: the balancer spreads traffic as its weights say and the fleet's capacity is close to the sum
 of its replicas' (PERF-6); one replica dies under traffic (PERF-4). Without `fleet:` replicas every
-check here is NOT APPLICABLE. See docs/fleet.md.
+check here is NOT APPLICABLE, unless the URL is seen to reach several servers (a statistics counter
+goes backwards between reads): then there is a fleet the settings do not name, and every check
+here is INCOMPLETE with that evidence. See docs/fleet.md.
 """
 
 import json
@@ -16,7 +18,9 @@ from pytest_triton_ready.fleet import DiscoveryError, resolve
 from pytest_triton_ready.fleet.consistency import compare, read_view
 from pytest_triton_ready.fleet.death import replica_death
 from pytest_triton_ready.fleet.spread import Capacity, read_counters, spread
+from pytest_triton_ready.load.server_side import several_servers
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError, scrape
+from pytest_triton_ready.models import ready_models
 
 
 class FleetUnderTest:
@@ -64,9 +68,38 @@ class FleetUnderTest:
             client.close()
 
 
+STATISTICS_READS = 6
+
+
+class UndeclaredFleet(str):
+    """Why the URL is known to reach several servers although the settings name no replicas."""
+
+
+def _undeclared_fleet(triton):
+    """One inference (so the servers' counters differ), then STATISTICS_READS reads of every model's
+    statistics; a counter that goes backwards proves more than one server behind the URL."""
+    if triton.owns_process:
+        return None
+    model = next(iter(ready_models(triton)), None)
+    if model is not None:
+        triton.client.infer(model)
+    reads = []
+    for _ in range(STATISTICS_READS):
+        status, body = triton.client.raw("/v2/models/stats")
+        if status != 200:
+            return None
+        reads.append(body)
+    proof = several_servers(reads)
+    return None if proof is None else UndeclaredFleet(
+        f"{triton.endpoints.http_url} reaches more than one server ({STATISTICS_READS} reads of /v2/models/stats: "
+        f"{proof}) but the settings name no replicas: name them under fleet.replicas, fleet.replicas_command or "
+        "fleet.kubernetes (docs/fleet.md) so that each one is checked")
+
+
 @pytest.fixture(scope="module")
 def fleet(triton, triton_settings):
-    """The fleet under test, or None when the settings name no replicas."""
+    """The fleet under test; None when the settings name no replicas and the URL shows one server;
+    an UndeclaredFleet when it shows several."""
     try:
         resolved = resolve(triton_settings.section_model("fleet"), triton.endpoints.http_url,
                            triton.endpoints.grpc_url)
@@ -74,7 +107,7 @@ def fleet(triton, triton_settings):
         yield exc
         return
     if resolved is None:
-        yield None
+        yield _undeclared_fleet(triton)
         return
     under_test = FleetUnderTest(resolved, triton_settings)
     yield under_test
@@ -84,6 +117,8 @@ def fleet(triton, triton_settings):
 def _needs_fleet(fleet, check):
     if isinstance(fleet, DiscoveryError):
         check.incomplete(f"the fleet's replicas could not be found: {fleet}")
+    if isinstance(fleet, UndeclaredFleet):
+        check.incomplete(str(fleet))
     if fleet is None:
         check.not_applicable("no fleet: the settings name no replicas (fleet.replicas, fleet.replicas_command or "
                              "fleet.kubernetes)")

@@ -101,3 +101,22 @@ def test_metrics_of_one_replica_behind_the_balancer_still_see_the_counter_move(d
     assert 1 <= sent <= 8
     spread_note = [f for f in mon1["findings"] if "rose only after" in f["message"]]
     assert bool(spread_note) == (sent > 1), mon1["findings"]
+
+
+def test_a_balancer_without_a_fleet_section_leaves_the_fleet_checks_incomplete(drifted_fleet, run_checklist):
+    """Given only the balancer's URL, the fleet checks used to say 'not applicable: no fleet' and the
+    run could be READY with three replicas never compared. Counters that go backwards between reads
+    of the statistics prove several servers: every fleet check is INCOMPLETE, saying so."""
+    fleet = drifted_fleet
+    run = run_checklist("test_fleet.py", url=None, args=(
+        f"--triton-url={fleet.nginx.http_url}", f"--triton-grpc-url={fleet.nginx.grpc_url}"))
+    results = [r for r in run.report["results"] if "test_fleet.py" in r["nodeid"]]
+    assert results and all(r["verdict"] == "incomplete" for r in results), [(r["nodeid"], r["verdict"]) for r in results]
+    assert all("reaches more than one server" in r["reason"] and "fleet.replicas" in r["reason"] for r in results)
+    assert run.report["verdict"] == "INCOMPLETE"
+
+
+def test_one_server_without_a_fleet_section_leaves_the_fleet_checks_not_applicable(run_checklist):
+    run = run_checklist("test_fleet.py", args=("-k", "spreads_traffic"))
+    spread = run.result("test_balancer_spreads_traffic_across_replicas")
+    assert spread["verdict"] == "not_applicable" and spread["reason"].startswith("no fleet"), spread

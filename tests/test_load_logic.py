@@ -440,3 +440,17 @@ def test_counters_that_go_backwards_leave_the_whole_measurement_without_server_n
     assert "fleet.replicas" in backwards.mixed_servers
     combined = combine_server([plausible, backwards])
     assert combined.models == {} and combined.mixed_servers == backwards.mixed_servers
+
+
+def test_reads_of_the_statistics_prove_several_servers_only_when_a_counter_goes_backwards():
+    import json
+
+    from pytest_triton_ready.load.server_side import several_servers
+
+    def body(count):
+        return json.dumps({"model_stats": [{"name": "identity", "version": "1", "inference_count": count,
+                                            "execution_count": count, "inference_stats": {}}]}).encode()
+
+    assert several_servers([body(5), body(5), body(7), body(9)]) is None  # one busy server
+    assert several_servers([body(6), body(5), body(6)]) == "identity: inference_count 6 -> 5"
+    assert several_servers([body(5)]) is None

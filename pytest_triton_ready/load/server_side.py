@@ -148,6 +148,24 @@ def _went_backwards(then: dict[str, Any], now: dict[str, Any]) -> str | None:
     return next((f"{name} {a} -> {b}" for name, a, b in pairs if b < a), None)
 
 
+def several_servers(reads: list[bytes]) -> str | None:
+    """From consecutive bodies of GET /v2/models/stats (every model), the proof that more than one
+    server answered them: the first counter that went backwards between two reads, else None."""
+    previous: dict[str, dict[str, Any]] = {}
+    for body in reads:
+        current: dict[str, list[dict[str, Any]]] = {}
+        for entry in json.loads(body).get("model_stats", []):
+            current.setdefault(entry.get("name", ""), []).append(entry)
+        totals = {name: _sum_versions(versions) for name, versions in current.items()}
+        for name, now in totals.items():
+            if name in previous:
+                backwards = _went_backwards(previous[name], now)
+                if backwards is not None:
+                    return f"{name}: {backwards}"
+        previous = totals
+    return None
+
+
 def window_delta(before: ServerSnapshot, after: ServerSnapshot) -> ServerWindow:
     window = ServerWindow(errors=list(after.errors))
     for model, now in after.stats.items():
