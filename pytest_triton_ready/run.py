@@ -54,7 +54,19 @@ class Run:
         if self.unreachable and self.target_error:
             unreached = sum(1 for r in self.results if r.reason == f"not run: {self.target_error}")
             return f"{self.target_error}; the run stopped there: {unreached} of {len(self.results)} checks did not run"
-        return verdict_reason(self.results, self.gaps())
+        return verdict_reason(self.results, self.gaps()) + self.models_left_out()
+
+    def models_left_out(self) -> str:
+        """'; models not checked: ...' when --triton-models left out models the server lists, else ''."""
+        scope = self.settings.triton_models
+        if not scope:
+            return ""
+        listed = [m.get("name") for m in self.context.get("models") or [] if m.get("name")]
+        left = sorted(set(listed) - set(scope))
+        if not left:
+            return ""
+        shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+        return f"; {len(left)} of the {len(set(listed))} models the server lists were not checked (--triton-models): {shown}"
 
     def collect_context(self) -> dict[str, Any]:
         """Server version, extensions and models, GPUs, runner versions; what the report's header shows."""

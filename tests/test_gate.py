@@ -259,3 +259,16 @@ def test_an_unreachable_server_is_one_line_its_exit_code_and_a_report(tmp_path):
     assert report["verdict"] == "INCOMPLETE" and report["scope"]["in_scope"] == len(report["results"])
     assert report["verdict_reason"].startswith("cannot reach Triton at http://127.0.0.1:1: connection refused; "
                                                "the run stopped there")
+
+
+def test_a_verdict_for_some_models_names_the_models_left_out():
+    from pytest_triton_ready.run import Run
+    from pytest_triton_ready.settings import build_settings
+
+    run = Run(build_settings({"triton_models": "scale"}, {}, environ={}))
+    run.results = [_result("CFG-1", Verdict.PASS)]
+    run.context = {"models": [{"name": n} for n in ("scale", "accumulate", "cached_sum")]}
+    assert run.verdict_reason() == ("all 1 blocking checks passed; 2 of the 3 models the server lists were not "
+                                    "checked (--triton-models): accumulate, cached_sum")
+    everything = Run(build_settings({}, {}, environ={}), results=run.results, context=run.context)
+    assert everything.verdict_reason() == "all 1 blocking checks passed"
