@@ -186,6 +186,25 @@ def test_progress_lines_come_after_the_quiet_time_and_on_each_step():
     assert p.lines == lines
 
 
+def test_a_step_too_soon_after_a_line_is_shown_once_the_gap_has_passed(monkeypatch):
+    import time
+
+    from pytest_triton_ready.report import progress
+
+    monkeypatch.setattr(progress, "MIN_GAP_S", 0.5)
+    lines = []
+    with progress.running("PERF-4 test_x", lines.append, quiet_s=0.0, heartbeat_s=600):
+        deadline = time.monotonic() + 5
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.01)
+        progress.step("server restart (scale): fault injected (SIGKILL), observing the recovery")
+        assert len(lines) == 1  # within MIN_GAP_S of the first line: not yet
+        while len(lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert lines[1].endswith(": server restart (scale): fault injected (SIGKILL), observing the recovery"), lines
+    assert len(lines) == 2
+
+
 def test_status_waits_for_the_heartbeat_and_a_check_with_its_own_line_gets_no_more():
     import time
 

@@ -152,4 +152,4 @@ def test_every_phase_of_an_experiment_is_a_progress_step_with_its_name():
     assert steps[0].startswith("fake (scale): baseline, 0 s of traffic at ") and steps[0].endswith(
         " requests/s before the fault")
     assert steps[1:] == ["fake (scale): injecting the fault", "fake (scale): fault injected (fault), observing the recovery",
-                         "fake (scale): recovery, 0 s more traffic after the fault", "fake (scale): restore"]
+                         "fake (scale): settle, 0 s more traffic after the recovery", "fake (scale): restore"]

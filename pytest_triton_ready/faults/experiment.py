@@ -16,7 +16,9 @@ and what to do). `run_experiment` is the one place where these are called in ord
     restore                         (finally, on every path once prepare began, exceptions included)
 
 A restore that fails, returns a reason or raises, becomes `outcome.restore_error` plus
-`outcome.restore_advice`: `record_outcome` turns them into an error finding.
+`outcome.restore_advice`: `record_outcome` turns them into an error finding. Each phase is a
+progress step named after the experiment (`server restart (scale): fault injected (SIGKILL), ...`);
+`note_fault` and `mark` make the experiment's own events steps too.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def _under_traffic(experiment: Experiment) -> None:
             if steady.holds:
                 progress.step(f"{experiment.label}: injecting the fault")
                 experiment.fault(traffic)
-                progress.step(f"{experiment.label}: recovery, {experiment.settle_s:g} s more traffic after the fault")
+                progress.step(f"{experiment.label}: settle, {experiment.settle_s:g} s more traffic after the recovery")
                 time.sleep(experiment.settle_s)
             else:
                 outcome.steady = steady

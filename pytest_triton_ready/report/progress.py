@@ -45,6 +45,7 @@ class CheckProgress:
         self._started = clock()
         self._last_shown = -1e9
         self._step = ""
+        self._unshown = False  # a step came too soon after the last line: shown once MIN_GAP_S passed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lines: list[str] = []
@@ -53,9 +54,11 @@ class CheckProgress:
         return self._clock() - self._started
 
     def step(self, text: str) -> None:
-        """The check moved on; shown at once when the check has run longer than QUIET_S (and the
-        last line is at least MIN_GAP_S old: faster steps show with the next line)."""
+        """The check moved on; shown at once when the check has run longer than QUIET_S and the
+        last line is at least MIN_GAP_S old, else by the heartbeat once it is (unless a later step
+        replaced it: steps quicker than MIN_GAP_S coalesce)."""
         self._step = text
+        self._unshown = True
         if self.elapsed() >= self._quiet_s and self._clock() - self._last_shown >= MIN_GAP_S:
             self._show()
 
@@ -69,6 +72,7 @@ class CheckProgress:
             if self._stop.is_set():
                 return
             text = f"  {self.label} ... {self.elapsed():.0f} s" + (f": {self._step}" if self._step else "")
+            self._unshown = False
             self._last_shown = self._clock()
             self.lines.append(text)
             self._write(text)
@@ -78,9 +82,10 @@ class CheckProgress:
             if self._stop.wait(self._quiet_s):
                 return
             while True:
-                if self._clock() - self._last_shown >= self._heartbeat_s - 0.05 or not self.lines:
+                since = self._clock() - self._last_shown
+                if since >= self._heartbeat_s - 0.05 or not self.lines or (self._unshown and since >= MIN_GAP_S):
                     self._show()
-                if self._stop.wait(min(self._heartbeat_s, 1.0)):
+                if self._stop.wait(min(self._heartbeat_s, 0.25)):
                     return
 
         self._thread = threading.Thread(target=beat, name=f"progress {self.label}", daemon=True)
