@@ -21,6 +21,7 @@ from pytest_triton_ready.fleet.spread import Capacity, read_counters, spread
 from pytest_triton_ready.load.server_side import several_servers
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError, scrape
 from pytest_triton_ready.models import ready_models
+from pytest_triton_ready.report import progress
 
 
 class FleetUnderTest:
@@ -236,6 +237,8 @@ def test_balancer_spreads_traffic_across_replicas(fleet, triton, load, check):
     fleet = _needs_fleet(fleet, check)
     model = _pick_model(fleet, triton, check)
     before = fleet.counters([model])
+    progress.step(f"through the balancer: {model} at concurrency {fleet.section.concurrency * len(fleet.replicas)} "
+                  f"for {fleet.section.spread_s:g} s")
     traffic = load.closed_loop(model, fleet.section.concurrency * len(fleet.replicas),
                                duration_s=fleet.section.spread_s, bin_s=None)
     result = load.run(traffic)
@@ -273,7 +276,9 @@ def test_fleet_capacity_close_to_sum_of_replicas(fleet, triton, load, check):
     model = _pick_model(fleet, triton, check)
     per_replica = {}
     problems = []
-    for replica in fleet.replicas:
+    for number, replica in enumerate(fleet.replicas, start=1):
+        progress.step(f"replica {replica.name} alone: {model} at concurrency {fleet.section.concurrency} "
+                      f"(replica {number} of {len(fleet.replicas)})")
         measured = fleet.engine(replica).measure(model, concurrency=fleet.section.concurrency)
         per_replica[replica.name] = measured.stats.throughput_infer_s
         check.measure("capacity alone", round(measured.stats.throughput_infer_s, 1), "infer/s",
@@ -281,6 +286,8 @@ def test_fleet_capacity_close_to_sum_of_replicas(fleet, triton, load, check):
         check.measure("p99 alone", measured.stats.p99_ms, "ms", model=f"{replica.name}/{model}")
         if not measured.trustworthy:
             problems.append(f"{replica.name}: {measured.problem()}")
+    progress.step(f"the fleet through the balancer: {model} at concurrency "
+                  f"{fleet.section.concurrency * len(fleet.replicas)}")
     through = load.measure(model, concurrency=fleet.section.concurrency * len(fleet.replicas))
     if not through.trustworthy:
         problems.append(f"through the balancer: {through.problem()}")

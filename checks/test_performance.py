@@ -21,6 +21,7 @@ from pytest_triton_ready.load.curve import (
 from pytest_triton_ready.load.profile import profile
 from pytest_triton_ready.models import ready_models
 from pytest_triton_ready.plan import require_allowed
+from pytest_triton_ready.report import progress
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -93,12 +94,14 @@ def _benchmark(load, check, health, profiles, targets):
             continue
         _budget_note(check, prof)
         if prof.min_throughput:
+            progress.step(f"{model}: {prof.min_throughput:g} infer/s offered (Poisson)")
             measurement = load.measure(model, rate=prof.min_throughput, poisson=True)
             check.measure("offered load (Poisson)", prof.min_throughput, "infer/s", model=model)
             label = f"{prof.min_throughput:g} infer/s offered"
             targets[model] = {"rate": prof.min_throughput}
         else:
             concurrency = int(check.threshold("perf_target_concurrency").value)
+            progress.step(f"{model}: concurrency {concurrency} (closed loop)")
             measurement = load.measure(model, concurrency=concurrency)
             check.measure("concurrency (closed loop)", concurrency, "requests", model=model)
             label = f"concurrency {concurrency}"
@@ -185,13 +188,13 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
         points = []
         died = False
         while (concurrency := search.next_level(points)) is not None:
-            m = load.measure(model, concurrency=concurrency, server_stats=False)
+            progress.step(f"{model}: concurrency {concurrency} (point {len(points) + 1}, "
+                          f"search bound {search.max_concurrency})")
+            m = load.measure(model, concurrency=concurrency)
             if health.observe(m, model=model, label=f"concurrency {concurrency}"):
                 died = True  # the rest of the curve would measure a broken model
                 break
-            s = m.stats
-            points.append(CurvePoint(concurrency, s.throughput_infer_s, s.p50_ms, s.p99_ms, s.success_rate,
-                                     m.trustworthy, m.problem()))
+            points.append(CurvePoint.measured(concurrency, m))
             if m.problem():
                 check.finding(f"{model}: concurrency {concurrency}: {m.problem()}", severity="warning", model=model)
         points.sort(key=lambda p: p.concurrency)
@@ -211,6 +214,7 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
         for p in points:
             check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
+            check.load_point(p.for_report(model))
         if died:
             capacities.pop(model, None)  # no capacity is published for a model that lost an instance
             continue
@@ -290,11 +294,12 @@ def _stress(load, check, health, batched):
     min_batch = check.threshold("batching_min_average_batch_size")
     queue_max = check.threshold("batching_queue_share_max").value
     untrusted = []
-    for prof in batched:
+    for number, prof in enumerate(batched, start=1):
         model = prof.model
         if health.skip(model):
             continue
         concurrency = min(prof.saturation_concurrency, cap) if cap > 0 else prof.saturation_concurrency
+        progress.step(f"{model}: batching at saturation, concurrency {concurrency} (model {number} of {len(batched)})")
         measurement = load.measure(model, concurrency=concurrency)
         check.measure("saturation concurrency", concurrency, "requests", model=model)
         if health.observe(measurement, model=model, label=f"concurrency {concurrency}"):

@@ -40,6 +40,7 @@ from pytest_triton_ready.load.streaming_rules import (
     streaming_slo,
 )
 from pytest_triton_ready.models import instance_count, ready_decoupled_models
+from pytest_triton_ready.report import progress
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -228,6 +229,8 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
         points: list[CurvePoint] = []
         concurrency = 1
         while concurrency <= top:
+            progress.step(f"{model}: {concurrency} streams (point {len(points) + 1} of {top.bit_length()}, "
+                          f"{point_s:g} s each)")
             stats = _load(triton, plan, check, concurrency=concurrency, duration_s=point_s, warmup_s=0.5).run().stats
             points.append(CurvePoint(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"]))
             check.measure(f"output tokens/s at concurrency {concurrency}", round(stats.output_tokens_per_s, 2), "tokens/s", model=model)
@@ -310,6 +313,8 @@ def test_streaming_soak_every_request_finishes(triton, triton_settings, check):
             total = load.tokens_so_far()
             tokens.append((round(now, 1), total - last_tokens))
             last_tokens = total
+            progress.status(f"{model}: stream soak {now:.0f} of {soak_s:g} s, {concurrency} streams, "
+                            f"{total} tokens" + (f", memory {memory[-1][1]:.0f} MB" if memory else ""))
         stats = load.wait().stats
         check.measure("soak duration", round(soak_s, 1), "s", model=model)
         check.measure("requests completed", stats.completed, "requests", model=model)

@@ -393,10 +393,11 @@ def pytest_runtest_call(item: pytest.Item):
 
     recorder = item.stash.get(RECORDER_KEY, None)
     write = progress.terminal_writer(item.config) if recorder is not None else None
-    if write is None or recorder.result.check_id in progress.SELF_REPORTING:
+    if write is None:
         return (yield)
     label = f"{recorder.result.check_id} {getattr(item, 'originalname', item.name)}"
-    with progress.running(label, write):
+    quiet_s = item.config.stash[RUN_KEY].settings.triton_progress_after
+    with progress.running(label, write, quiet_s=quiet_s):
         return (yield)
 
 

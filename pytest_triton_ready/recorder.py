@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .report.model import Chart, Evidence, Finding, Measurement, Result, Series, Verdict
+from .report.model import Chart, Evidence, Finding, LoadPoint, Measurement, Result, Series, Verdict
 from .thresholds import ThresholdValue
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -106,6 +106,11 @@ class CheckRecorder:
         self.result.charts.append(
             Chart(title, x_label, y_label, [Series(n, list(p)) for n, p in series.items()], kind, markers or [])
         )
+
+    def load_point(self, point: LoadPoint) -> None:
+        """Keep one measured point of a load curve with all its numbers (client percentiles and
+        mean, server stage times); curves.csv is written from these."""
+        self.result.load_points.append(point)
 
     # -- ending early --------------------------------------------------------------------------
     def not_applicable(self, reason: str) -> None:

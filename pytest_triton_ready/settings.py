@@ -31,6 +31,7 @@ from .redaction import (
     split_credentials,
     too_short,
 )
+from .report.progress import QUIET_S
 from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
 from .yamlschema import Lines, SchemaError, Section, load_yaml, section_view, setting, validate
 
@@ -87,6 +88,13 @@ def _positive_float(text: str | float) -> float:
     value = _finite(text)
     if value <= 0:
         raise ValueError(f"must be positive, got {text}")
+    return value
+
+
+def _non_negative_float(text: str | float) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise ValueError(f"must be 0 or more, got {text}")
     return value
 
 
@@ -226,6 +234,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_allow", "attach.allow", "Classes of action allowed on an attached server (a server this run did not start): reload, faults, saturate, large_payloads; comma-separated. Default: none (the run changes nothing and stays under the load ceiling).", _allow_list, None, "A,B"),
     Option("triton_load_cluster", "fleet.load_cluster", "Run the load engine's workers on a Ray cluster: auto, ray://HOST:PORT or HOST:PORT (needs the [distributed] extra); default: worker processes on this machine.", _load_cluster, None, "ADDRESS"),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
+    Option("triton_progress_after", "report.progress_after_s", "A check still running after this many seconds gets a progress line on the terminal (what it is doing: the curve point, the fault experiment's phase), again at each step and every 10 s; 0: from the start.", _non_negative_float, QUIET_S, "SECONDS"),
     Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
 )
 OPTION_BY_KEY = {option.key: option for option in OPTIONS}
@@ -297,6 +306,8 @@ class ReportSection(Section):
     """`report:`."""
 
     dir: str | None = _option_field("readiness_report")
+    progress_after_s: Annotated[float | None, _checked_by("triton_progress_after")] = _option_field(
+        "triton_progress_after")
     baseline: str | None = _option_field("triton_baseline")
 
 
@@ -377,6 +388,7 @@ class Settings:
     triton_allow: list[str] | None = None
     triton_load_cluster: str | None = None
     readiness_report: Path = Path("triton-ready-report")
+    triton_progress_after: float = QUIET_S
     triton_baseline: Path | None = None
     headers: dict[str, str] = field(default_factory=dict)
     url_secrets: list[str] = field(default_factory=list)  # credentials that were in a URL

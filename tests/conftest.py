@@ -188,6 +188,27 @@ def run_checklist(pytester: pytest.Pytester, demo_server, request: pytest.Fixtur
     return run
 
 
+def assert_no_horizontal_scroll(browser, width: int = 1280) -> None:
+    """At `width` px the loaded page has no horizontal scrollbar: its scroll width fits the window
+    (less a vertical scrollbar). A failure names the elements that reach past the right edge."""
+    browser.set_window_size(width, 900)
+    scroll, client, inner = browser.execute_script(
+        "const e = document.documentElement; return [e.scrollWidth, e.clientWidth, window.innerWidth]")
+    if scroll <= client <= inner:
+        return
+    wide = browser.execute_script("""
+        const edge = document.documentElement.clientWidth, out = [];
+        for (const el of document.querySelectorAll('body *')) {
+          const box = el.getBoundingClientRect();
+          if (box.right > edge + 0.5 && !(el.parentElement && el.parentElement.getBoundingClientRect().right > edge + 0.5))
+            out.push(`${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''} to ${Math.round(box.right)} px: `
+                     + (el.textContent || '').trim().slice(0, 60));
+        }
+        return out.slice(0, 5);""")
+    raise AssertionError(f"horizontal scrollbar at {width} px: the page is {scroll} px wide, the window shows "
+                         f"{client} px; too wide: {wide}")
+
+
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,900")
 

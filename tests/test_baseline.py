@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import artifact_dir
+from conftest import artifact_dir, assert_no_horizontal_scroll
 from pytest_triton_ready.baseline import (
     ALL,
     NOT_REPRODUCED,
@@ -117,7 +117,40 @@ def test_baseline_from_a_directory_is_the_newest_ready_run_and_differences_are_n
 
 
 def test_csv_has_one_row_per_measurement_and_curves_in_perf_analyzer_columns(tmp_path):
+    from pytest_triton_ready.load.curve import CurvePoint
     from pytest_triton_ready.report.csvfiles import write_csv
+
+    document = _document()
+    measured = CurvePoint(1, 400.0, 1.25, 2.5, 1.0, True, None, 1.8, 2.1, 1.5,
+                          {"queue": 120.4, "compute_input": 20.0, "compute_infer": 800.0, "compute_output": 9.6})
+    no_server = CurvePoint(2, 610.5, 1.5, 3.0, 0.999, False, "unstable", 2.0, 2.2, 1.7, None)
+    busy = CurvePoint(4, 700.0, 4.0, 9.0, 1.0, True, None, 6.0, 7.0, 0.5,  # server time above the mean: capped at 0
+                      {"queue": 400.0, "compute_input": 10.0, "compute_infer": 300.0, "compute_output": 10.0})
+    perf2 = document["results"][1]
+    perf2["load_points"] = [p.for_report(model) for p, model in ((busy, "scale"), (measured, "scale"),
+                                                                  (no_server, "scale"), (measured, "accumulate"))]
+    perf2["load_points"] = [vars(p) for p in perf2["load_points"]]
+    for result in document["results"]:
+        result.update(phase="performance", verdict="pass")
+    written = write_csv(document, tmp_path)
+    rows = written["csv"].read_text().splitlines()
+    assert rows[0] == "check_id,phase,check_verdict,model,name,value,unit,threshold,comparison,passed,threshold_source"
+    assert len(rows) == 1 + sum(len(r["measurements"]) for r in document["results"])
+    curves = written["curves_csv"].read_text().splitlines()
+    assert curves[0] == (
+        "Model,Concurrency,Inferences/Second,Client Send (us),Network+Server Send/Recv (us),Server Queue (us),"
+        "Server Compute Input (us),Server Compute Infer (us),Server Compute Output (us),Client Recv (us),"
+        "p50 latency (us),p90 latency (us),p95 latency (us),p99 latency (us),Avg latency (us),Success Rate (ratio),"
+        "Stable and Valid")
+    assert curves[1:] == [  # sorted by model, then concurrency; Client Send/Recv are never measured: empty
+        "accumulate,1,400.0,,550,120,20,800,10,,1250,1800,2100,2500,1500,1.0,yes",
+        "scale,1,400.0,,550,120,20,800,10,,1250,1800,2100,2500,1500,1.0,yes",
+        "scale,2,610.5,,,,,,,,1500,2000,2200,3000,1700,0.999,no",
+        "scale,4,700.0,,0,400,10,300,10,,4000,6000,7000,9000,500,1.0,yes"]
+
+
+def test_curves_csv_of_a_report_without_load_points_comes_from_the_measurements(tmp_path):
+    from pytest_triton_ready.report.csvfiles import CURVE_COLUMNS, write_csv
 
     document = _document()
     document["results"][1]["measurements"] += [
@@ -127,12 +160,10 @@ def test_csv_has_one_row_per_measurement_and_curves_in_perf_analyzer_columns(tmp
                                          "series": [{"name": "p50", "points": [[1, 1.25]]}]}]
     for result in document["results"]:
         result.update(phase="performance", verdict="pass")
-    written = write_csv(document, tmp_path)
-    rows = written["csv"].read_text().splitlines()
-    assert rows[0] == "check_id,phase,check_verdict,model,name,value,unit,threshold,comparison,passed,threshold_source"
-    assert len(rows) == 1 + sum(len(r["measurements"]) for r in document["results"])
-    assert written["curves_csv"].read_text().splitlines() == [
-        "Model,Concurrency,Inferences/Second,p50 latency,p99 latency", "scale,1,400.0,1250,2500"]
+    curves = write_csv(document, tmp_path)["curves_csv"].read_text().splitlines()
+    row = dict(zip(CURVE_COLUMNS, curves[1].split(","), strict=True))
+    assert {k: v for k, v in row.items() if v} == {"Model": "scale", "Concurrency": "1", "Inferences/Second": "400.0",
+                                                  "p50 latency (us)": "1250", "p99 latency (us)": "2500"}
 
 
 def test_console_rows_of_one_check_stay_distinct_at_80_columns():
@@ -175,6 +206,59 @@ def test_progress_lines_come_after_the_quiet_time_and_on_each_step():
     assert p.lines == lines
 
 
+def test_a_step_too_soon_after_a_line_is_shown_once_the_gap_has_passed(monkeypatch):
+    import time
+
+    from pytest_triton_ready.report import progress
+
+    monkeypatch.setattr(progress, "MIN_GAP_S", 0.5)
+    lines = []
+    with progress.running("PERF-4 test_x", lines.append, quiet_s=0.0, heartbeat_s=600):
+        deadline = time.monotonic() + 5
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.01)
+        progress.step("server restart (scale): fault injected (SIGKILL), observing the recovery")
+        assert len(lines) == 1  # within MIN_GAP_S of the first line: not yet
+        while len(lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert lines[1].endswith(": server restart (scale): fault injected (SIGKILL), observing the recovery"), lines
+    assert len(lines) == 2
+
+
+def test_status_waits_for_the_heartbeat_and_a_check_with_its_own_line_gets_no_more():
+    import time
+
+    from pytest_triton_ready.report import progress
+    from pytest_triton_ready.soak.progress import ProgressLine
+
+    lines = []
+    with progress.running("PERF-3 streams", lines.append, quiet_s=0.05, heartbeat_s=0.2) as p:
+        progress.status("scale: stream soak 5 of 60 s, 4 streams")
+        deadline = time.monotonic() + 5
+        while not any(line.endswith("stream soak 5 of 60 s, 4 streams") for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert lines and lines[-1].startswith("  PERF-3 streams ... 0 s: scale: stream soak 5 of 60 s"), lines
+        soak_lines = []
+        ProgressLine(write=soak_lines.append, tty=False).show("PERF-3 soak 0:01/1:00 | first window not closed yet")
+        shown = len(lines)
+        progress.step("a step after the soak's own line took over")
+        time.sleep(0.3)  # more than a heartbeat
+    assert len(lines) == shown and p.lines == lines
+    assert soak_lines == ["PERF-3 soak 0:01/1:00 | first window not closed yet\n"]
+
+
+def test_progress_after_is_a_setting_with_the_progress_default(tmp_path):
+    from pytest_triton_ready.report.progress import QUIET_S
+    from pytest_triton_ready.settings import build_settings
+
+    assert build_settings({}, {}, environ={}).triton_progress_after == QUIET_S == 3.0
+    config = tmp_path / "triton-ready.yaml"
+    config.write_text("report:\n  progress_after_s: 0.5\n")
+    settings = build_settings({}, {}, environ={}, config_file=str(config))
+    assert settings.triton_progress_after == 0.5 and settings.sources["triton_progress_after"].startswith("yaml:")
+    assert build_settings({}, {}, environ={"TRITON_READY_PROGRESS_AFTER": "0"}).triton_progress_after == 0.0
+
+
 def test_server_log_excerpt_keeps_new_warnings_and_errors_only():
     from pytest_triton_ready.plugin import severe_log_lines
 
@@ -195,6 +279,38 @@ def _three_runs(root: Path) -> None:
                              verdict="READY" if night < 2 else "NOT READY")
         (root / f"night-{night}").mkdir(parents=True)
         (root / f"night-{night}" / "readiness.json").write_text(json.dumps(document))
+
+
+def _nights(count: int) -> list[dict]:
+    return [{"path": Path(f"/runs/night-{n}/readiness.json"), "verdict": "READY", "server": "2.51.0",
+             "started_at": f"2025-{1 + n // 28:02d}-{1 + n % 28:02d}T01:00:00+00:00",
+             "numbers": {"scale": {"capacity": 1000.0 + n, "p99": 5.0}, "accumulate": {"capacity": 900.0 - n}}}
+            for n in range(count)]
+
+
+@pytest.mark.parametrize(("runs", "labelled"), [(3, 3), (60, range(3, 9))])
+def test_history_run_labels_never_collide(runs, labelled):
+    """Each run keeps a tick; labels are thinned to every k-th (the newest always written) so that,
+    drawn, no two touch and all stay inside the figure: all of 3 runs, a handful of 60."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from pytest_triton_ready.report.charts import chart_figure
+    from pytest_triton_ready.report.history import _label, trend_charts
+
+    nights = _nights(runs)
+    chart = next(c for c in trend_charts(nights) if c.title.startswith("capacity"))
+    figure = chart_figure(chart)
+    FigureCanvasAgg(figure).draw()
+    renderer = figure.canvas.get_renderer()
+    ax = figure.axes[0]
+    labels = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+    assert len(labels) in (labelled if isinstance(labelled, range) else [labelled])
+    assert labels[-1].get_text() == _label(nights[-1])  # the newest run is always named
+    assert {*ax.get_xticks(), *ax.get_xticks(minor=True)} == set(range(runs))  # a tick per run, labelled or not
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:], strict=False)), boxes
+    width = figure.get_window_extent(renderer).width
+    assert all(0 <= box.x0 and box.x1 <= width for box in boxes)
 
 
 def test_history_over_three_runs_renders_trends(tmp_path, browser):
@@ -218,6 +334,7 @@ def test_history_over_three_runs_renders_trends(tmp_path, browser):
     assert len(charts) >= 5 and all(c.size["width"] > 300 and c.size["height"] > 100 for c in charts)
     assert browser.get_log("browser") == []
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    assert_no_horizontal_scroll(browser)
     browser.set_window_size(1280, 2400)
     assert browser.save_screenshot(str(artifact_dir() / "history-three-runs.png"))
     browser.set_window_size(1280, 900)
@@ -289,4 +406,5 @@ def first_screen(browser, html: Path, name: str) -> None:
     assert table.location["y"] + 60 < viewport, "the key numbers are not on the first screen"
     assert table.find_elements(By.CSS_SELECTOR, "span.delta.worse"), "the capacity drop is not marked"
     assert browser.get_log("browser") == []
+    assert_no_horizontal_scroll(browser)
     assert browser.save_screenshot(str(artifact_dir() / name))

@@ -137,3 +137,19 @@ def test_a_failed_restore_becomes_an_error_finding_with_state_and_advice(returns
     outcome.traffic = None
     record_outcome(check, outcome)
     assert ("error", finding) in check.findings
+
+
+def test_every_phase_of_an_experiment_is_a_progress_step_with_its_name():
+    import itertools
+
+    from pytest_triton_ready.report import progress
+
+    lines = []
+    ticks = itertools.count(0.0, 5.0)  # each reading of the clock is 5 s later: every step shows
+    with progress.running("PERF-4 test_fake", lines.append, clock=lambda: next(ticks), quiet_s=3.0, heartbeat_s=600):
+        run_experiment(FakeExperiment())
+    steps = [line.split(" s: ", 1)[1] for line in lines]
+    assert steps[0].startswith("fake (scale): baseline, 0 s of traffic at ") and steps[0].endswith(
+        " requests/s before the fault")
+    assert steps[1:] == ["fake (scale): injecting the fault", "fake (scale): fault injected (fault), observing the recovery",
+                         "fake (scale): settle, 0 s more traffic after the recovery", "fake (scale): restore"]

@@ -67,7 +67,16 @@ def _timeline(result: dict) -> dict:
 def test_every_experiment_on_an_owned_server(run_checklist, pytester):
     after = pytester.makepyfile(test_after_faults=AFTER_FAULTS)
     run = run_checklist(RECOVERY, "test_monitoring.py::test_metrics_endpoint_reachable_and_moving", str(after), url=None,
-                        args=("--triton-launch=embedded",))
+                        args=("--triton-launch=embedded", "--triton-progress-after=0.5"))
+    # each experiment says on the terminal which phase it is in, under its own name
+    progress = [line for line in run.outcome.outlines if line.startswith("  PERF-4 test_")]
+    for name in ("forced reload", "new version rollout", "instance restart", "server restart", "graceful shutdown"):
+        assert any(f": {name} (scale): baseline, 1.5 s of traffic at " in line for line in progress), (name, progress)
+    assert any(line.endswith(": instance restart (scale): fault injected (stub scale_0_0 killed), observing the "
+                             "recovery") for line in progress), progress
+    assert any(line.endswith(": instance restart (scale): recovery: unload + load") for line in progress), progress
+    assert any(line.endswith(": server restart (scale): fault injected (SIGKILL), observing the recovery")
+               for line in progress), progress
     verdicts = _verdicts(run)
     assert sorted(v.split()[0] for v in verdicts.values()) == ["fail"] + ["pass"] * 6, verdicts
     run.outcome.assert_outcomes(passed=6, failed=1)

@@ -45,8 +45,11 @@ def test_fleet_behind_nginx_version_drift_spread_capacity_and_replica_death(drif
     run = run_checklist("test_fleet.py", url=None, args=(
         f"--triton-url={fleet.nginx.http_url}", f"--triton-grpc-url={fleet.nginx.grpc_url}",
         f"--triton-metrics-url={first.metrics_url}", f"--triton-config={config}",
-        "--triton-allow=saturate,faults"))  # the fleet is attached: its load and replica death are allowed
+        "--triton-allow=saturate,faults", "--triton-progress-after=0.5"))  # attached: load and a death allowed
     output = run.outcome.stdout.str()
+    # the long fleet checks say what they are doing: each replica alone, then the replica death's phases
+    assert all(f"replica {name} alone: " in output for name in fleet.launchers), output[-3000:]
+    assert "replica death (replica-1): killed; 4 s of traffic through the survivors" in output
     report = run.report
     print(output[-3000:])
 

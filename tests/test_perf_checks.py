@@ -92,6 +92,42 @@ def test_performance_phase_on_the_demo_scale_model(run_checklist, pytester):
     assert gpu["verdict"] == "not_applicable" and "GPU" in gpu["reason"]
 
 
+def test_curve_shows_each_point_as_it_runs_and_writes_it_to_curves_csv(run_checklist):
+    """PERF-2 says on the terminal which curve point it measures while it runs (lines from 0.5 s on:
+    --triton-progress-after), and curves.csv carries each point's percentiles, mean and the
+    server's stage times in perf_analyzer's columns, Client Send/Recv (never measured) empty."""
+    import csv
+    import re
+
+    run = run_checklist("test_performance.py", url="own", args=("--triton-models=scale", "--triton-slo-p99-ms=500",
+                                                               *SHORT, "-k", "throughput_latency",
+                                                               "--triton-progress-after=0.5"))
+    perf2 = run.result("test_throughput_latency_curve")
+    assert perf2["verdict"] == "pass", perf2
+    measured = [p["concurrency"] for p in perf2["load_points"]]
+    assert measured[:4] == [1, 2, 4, 8], measured
+    step = re.compile(r"^  PERF-2 test_throughput_latency_curve \.\.\. \d+ s: scale: concurrency (\d+) "
+                      r"\(point (\d+), search bound (\d+)\)$")
+    shown = [m.groups() for m in map(step.match, run.outcome.outlines) if m]
+    assert sorted({(int(c), int(n)) for c, n, _ in shown}) == [(c, i) for i, c in enumerate(measured, start=1)], (
+        "\n".join(run.outcome.outlines))
+    assert {bound for _, _, bound in shown} == {"8"}  # curve_max_concurrency bounds the search
+
+    with (run.report_dir / "curves.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["Model"], int(r["Concurrency"])) for r in rows] == [("scale", c) for c in sorted(measured)]
+    for row in rows:
+        assert row["Client Send (us)"] == row["Client Recv (us)"] == "", row
+        latency = [int(row[f"{p} latency (us)"]) for p in ("p50", "p90", "p95", "p99")]
+        assert 0 < latency[0] <= latency[1] <= latency[2] <= latency[3], row
+        server = [int(row[f"Server {stage} (us)"]) for stage in ("Queue", "Compute Input", "Compute Infer",
+                                                                  "Compute Output")]
+        assert server[2] > 0 and all(v >= 0 for v in server), row
+        mean, rest = int(row["Avg latency (us)"]), int(row["Network+Server Send/Recv (us)"])
+        assert rest >= 0 and (rest == 0 or abs(rest + sum(server) - mean) <= 4), row  # rounding of 5 numbers
+        assert float(row["Inferences/Second"]) > 0 and row["Stable and Valid"] in ("yes", "no")
+
+
 def test_an_slo_the_model_cannot_meet_fails_perf1_and_perf2(run_checklist):
     run = run_checklist("test_performance.py", url="own", args=("--triton-models=scale", "--triton-slo-p99-ms=0.05", *SHORT,
                                                      "-k", "benchmark or curve"))

@@ -9,6 +9,7 @@ under $TRITON_READY_ARTIFACTS, else triton-ready-report/test-artifacts/ of the r
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, TEST_REPOSITORIES, artifact_dir
+from conftest import REPO_ROOT, TEST_REPOSITORIES, artifact_dir, assert_no_horizontal_scroll
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.report import build_document, charts, overall_verdict, render_files, sources
 from pytest_triton_ready.report import cli as report_cli
@@ -90,6 +91,7 @@ def open_report(browser, html: Path, screenshot_name: str | None = None) -> Page
     ]
     page = Page(verdict.text, rows, browser.find_element(By.TAG_NAME, "body").text, browser.get_log("browser"),
                 browser.execute_script("return performance.getEntriesByType('resource').length"), charts_drawn)
+    assert_no_horizontal_scroll(browser)
     if screenshot_name:
         height = browser.execute_script("return document.documentElement.scrollHeight")
         browser.set_window_size(1280, min(int(height) + 40, 8000))
@@ -403,6 +405,92 @@ def test_untrusted_text_is_escaped_and_secrets_redacted(tmp_path):
     html = written["html"].read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "<b>" not in html and "&lt;b&gt;***&lt;/b&gt;" in html
+
+
+def test_curve_points_are_kept_in_a_schema_valid_document_and_read_back():
+    from pytest_triton_ready.load.curve import CurvePoint
+    from pytest_triton_ready.report.model import LoadPoint
+
+    result = _result("PERF-2", Verdict.PASS)
+    measured = CurvePoint(8, 1234.567, 2.0, 4.5, 1.0, True, None, 3.0, 3.5, 2.25,
+                          {"queue": 300.04, "compute_input": 12.0, "compute_infer": 1400.26, "compute_output": None})
+    result.load_points = [measured.for_report("scale"), LoadPoint("scale", 16, 1300.0, trustworthy=False)]
+    document = _document([result])
+    assert schema_errors(document) == []
+    kept = document["results"][0]["load_points"]
+    assert kept[0] == {"model": "scale", "concurrency": 8, "throughput_infer_s": 1234.57, "p50_ms": 2.0, "p90_ms": 3.0,
+                       "p95_ms": 3.5, "p99_ms": 4.5, "mean_ms": 2.25, "server_queue_us": 300.0,
+                       "server_compute_input_us": 12.0, "server_compute_infer_us": 1400.3,
+                       "server_compute_output_us": None, "success_rate": 1.0, "trustworthy": True}
+    assert Result.from_dict(document["results"][0]).load_points == result.load_points
+    broken = copy.deepcopy(document)
+    broken["results"][0]["load_points"][1]["concurrency"] = 0
+    assert [e.split(":")[0] for e in schema_errors(broken)] == ["results/0/load_points/1/concurrency"]
+
+
+LONG_DIR = "/srv/ci/workspace/pytest-of-runner/pytest-1234/test_a_release_gate_against_the_staging_fleet_with_declared_faults0"
+
+
+def _long_values_document() -> dict:
+    """A report whose values are as long as real ones get: paths, JSON settings, digests, a model
+    that failed to load with a long reason, evidence records, a dozen models of key numbers."""
+    config = Result("CFG-1", "config", "Every model config parses", "checks/test_config.py::test_configs_parse",
+                    Verdict.FAIL, findings=[Finding(f"{LONG_DIR}/models/ensemble_preprocessing_tokenizer/config.pbtxt:5:33: "
+                                                    "'max_queue_delay_microseconds: fast': Couldn't parse integer")])
+    regression = Result("PERF-5", "performance", "No regression against the baseline",
+                        "checks/test_regression.py::test_no_regression_against_baseline", Verdict.PASS, measurements=[
+                            Measurement("baseline", f"{LONG_DIR}/runs/previous/readiness.json"),
+                            Measurement("model config digest", "8524c7dc59e80db3a1f0c2d4e6b8a9c1d3e5f7a9", model="scale"),
+                            Measurement("p99 latency", 4.9, "ms", "scale", 100.0, "<=", f"yaml:{LONG_DIR}/triton-ready.yaml",
+                                        True)],
+                        evidence=[Evidence("measurement", str({"count_ok": 29062, "url": f"grpc://{LONG_DIR[1:]}:8001",
+                                                               "percentiles_ms": {"p50": 1.5, "p99": 4.9}})),
+                                  Evidence("windows", json.dumps([{"window": i, "source": f"{LONG_DIR}/journal.jsonl"}
+                                                                  for i in range(3)])),
+                                  Evidence("server log", "E1130 " + "x" * 300)])
+    capacity = Result("PERF-2", "performance", "Throughput-latency curve", "checks/test_performance.py::test_curve",
+                      Verdict.PASS, measurements=[Measurement("max throughput within SLO", 1000.0 + i, "infer/s",
+                                                              f"model_{i}_with_a_rather_long_name") for i in range(12)])
+    run = Run(Settings(triton_model_repository=Path(LONG_DIR) / "models", triton_soak=4.0,
+                       sources={"triton_soak": f"yaml:{LONG_DIR}/triton-ready.yaml"}))
+    run.results = [config, capacity, regression]
+    run.finished_at = run.started_at
+    run.context = {"runner": {"pytest_triton_ready": "0", "python": "3"}, "launcher": "attach",
+                   "server": {"name": "triton", "version": "2.51.0", "extensions": ["model_repository"]},
+                   "models": [{"name": "ensemble_preprocessing_tokenizer", "version": None, "state": "UNAVAILABLE",
+                               "reason": f"load failed: {LONG_DIR}/models/ensemble_preprocessing_tokenizer/1/model.py"}],
+                   "gpus": {"source": "nvml", "unavailable_reason": None, "gpus": [
+                       {"index": 0, "uuid": "GPU-2ddddd50-82d1-88a5-57dc-504e56a02741", "name": "NVIDIA H200",
+                        "memory_total_bytes": 150754820096, "power_limit_w": 700.0}]}}
+    return build_document(run)
+
+
+def test_long_values_never_widen_the_report_past_1280_px(tmp_path, browser):
+    """Long paths, JSON and digests wrap inside their cells (or a too-wide table scrolls in its own
+    box): no horizontal scrollbar at 1280 px, and no short word (a phase, a source) is broken."""
+    document = _long_values_document()
+    assert schema_errors(document) == []
+    html = render_files(document, tmp_path)["html"]
+    if browser is None:
+        pytest.skip("the browser check needs chromium and chromium-driver")
+    browser.get(html.resolve().as_uri())
+    assert_no_horizontal_scroll(browser)
+    broken = browser.execute_script("""
+        const out = [];
+        for (const cell of document.querySelectorAll('td, th')) {
+          for (const node of cell.childNodes) {
+            const text = node.textContent.trim();
+            if (node.nodeType !== Node.TEXT_NODE || !/^[A-Za-z_]{1,14}$/.test(text)) continue;
+            const range = document.createRange(); range.selectNodeContents(node);
+            if (new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1) out.push(text);
+          }
+        }
+        return out;""")
+    assert broken == [], f"short words broken across lines: {broken}"
+    assert browser.get_log("browser") == []
+    browser.set_window_size(1280, 3000)
+    assert browser.save_screenshot(str(artifact_dir() / "readiness-long-values.png"))
+    browser.set_window_size(1280, 900)
 
 
 def test_gpu_inventory_from_triton_metrics_of_an_h200(tmp_path):

@@ -141,6 +141,7 @@ def test_a_launcher_from_a_stronger_source_overrides_a_configured_url(tmp_path):
     ({"triton_dynamic_dim": "2.5"}, "--triton-dynamic-dim from cli: must be a whole number >= 1"),
     ({"triton_soak": "inf"}, "--triton-soak from cli: expected a duration"),
     ({"triton_tune_batching": "maybe"}, "--triton-tune-batching from cli: must be true or false"),
+    ({"triton_progress_after": "-1"}, "--triton-progress-after from cli: must be 0 or more"),
 ])
 def test_bad_option_values_name_the_option_and_source(tmp_path, cli, expected):
     assert _error(tmp_path, cli=cli).startswith(expected)

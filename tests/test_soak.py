@@ -302,6 +302,10 @@ def test_short_soak_of_the_demo_server_passes(run_checklist, tmp_path):
         "--triton-threshold=soak_leak_min_duration_s=1",
         _soak_config(tmp_path, window="1s", rate=20, p99_drift_min_ms=200)), subprocess=True)
     run.outcome.assert_outcomes(passed=1)
+    lines = run.outcome.outlines
+    first = next(i for i, line in enumerate(lines) if line.startswith("PERF-3 soak "))
+    # once the soak's own line shows, the generic progress line of a long check stays away
+    assert not any(line.startswith("  PERF-3 test_soak_stability ... ") for line in lines[first:]), lines
     result = run.result("test_soak_stability")
     assert result["verdict"] == "pass" and run.report["verdict"] == "READY"
     assert _measurement(result, "windows")["value"] == 8

@@ -27,8 +27,15 @@ def _measures(result, model):
 
 def test_healthy_streaming_model_passes_every_streaming_check(run_checklist, pytester):
     junit = pytester.path / "junit.xml"
-    run = run_checklist("test_streaming.py", url=None, args=(*_own_server("generate"), f"--junitxml={junit}"))
+    run = run_checklist("test_streaming.py", url=None, args=(*_own_server("generate"), f"--junitxml={junit}",
+                                                            "--triton-progress-after=0.5"))
     report = run.report
+    curve = [line.split(" s: ", 1)[-1] for line in run.outcome.outlines
+             if line.startswith("  PERF-2 test_streaming_tokens_and_ttft_curve ... ")]
+    assert [f"generate: {c} streams (point {n} of 3, 1 s each)" for n, c in ((1, 1), (2, 2), (3, 4))] == [
+        step for step in curve if "streams (point" in step], curve
+    assert any(line.startswith("  PERF-3 test_streaming_soak_every_request_finishes ... ")
+               for line in run.outcome.outlines)  # the stream soak is not the soak with a line of its own
     verdicts = {r["nodeid"].split("::")[-1]: r["verdict"] for r in report["results"]}
     assert verdicts == {
         "test_streaming_answers_end_with_final_flag": "pass",

@@ -16,7 +16,9 @@ and what to do). `run_experiment` is the one place where these are called in ord
     restore                         (finally, on every path once prepare began, exceptions included)
 
 A restore that fails, returns a reason or raises, becomes `outcome.restore_error` plus
-`outcome.restore_advice`: `record_outcome` turns them into an error finding.
+`outcome.restore_advice`: `record_outcome` turns them into an error finding. Each phase is a
+progress step named after the experiment (`server restart (scale): fault injected (SIGKILL), ...`);
+`note_fault` and `mark` make the experiment's own events steps too.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..report import progress
 from .outcomes import Outcome
 from .timeline import steady_state
 
@@ -78,10 +81,21 @@ class Experiment:
         return "the server may not be in the state the checks after this one expect: restart it before trusting them"
 
     # -- what the skeleton records -----------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        """The experiment and its model, for progress lines: `server restart (scale)`."""
+        return f"{self.name} ({self.model})" if self.model else self.name
+
     def note_fault(self, traffic: Any, event: str) -> None:
         """Mark the fault on the timeline; from here on restore must undo it."""
         self.fault_attempted = True
         traffic.event(event)
+        progress.step(f"{self.label}: fault injected ({event}), observing the recovery")
+
+    def mark(self, traffic: Any, event: str) -> None:
+        """Mark a later event on the timeline (e.g. the recovery action), shown as progress too."""
+        traffic.event(event)
+        progress.step(f"{self.label}: {event}")
 
 
 def run_experiment(experiment: Experiment) -> Outcome:
@@ -110,11 +124,16 @@ def _under_traffic(experiment: Experiment) -> None:
     try:
         traffic = experiment.open_traffic()
         with traffic:
+            rate = getattr(experiment.plan, "rate_per_s", None)
+            progress.step(f"{experiment.label}: baseline, {experiment.plan.steady_s:g} s of traffic"
+                          + (f" at {rate:g} requests/s" if rate else "") + " before the fault")
             time.sleep(experiment.plan.steady_s)
             bins, _ = traffic.timeline_so_far()
             steady = steady_state(bins, 0.0, traffic.elapsed_s(), experiment.success_rate_min)
             if steady.holds:
+                progress.step(f"{experiment.label}: injecting the fault")
                 experiment.fault(traffic)
+                progress.step(f"{experiment.label}: settle, {experiment.settle_s:g} s more traffic after the recovery")
                 time.sleep(experiment.settle_s)
             else:
                 outcome.steady = steady
@@ -130,6 +149,7 @@ def _under_traffic(experiment: Experiment) -> None:
 
 def _restore(experiment: Experiment, failure: BaseException | None) -> None:
     outcome = experiment.outcome
+    progress.step(f"{experiment.label}: restore")
     try:
         error = experiment.restore()
     except Exception as exc:  # a restore that raises is a failed restore, reported like one

@@ -497,7 +497,7 @@ class InstanceRestart(_InjectorExperiment):
         outcome.instance = self.cause()
         if outcome.instance is None:
             return
-        traffic.event(self.event)
+        self.note_fault(traffic, self.event)
         observe_until = time.monotonic() + plan.observe_s
         while time.monotonic() < observe_until:
             outcome.server_ready_while_dead.append(client.get_status("/v2/health/ready"))
@@ -507,7 +507,7 @@ class InstanceRestart(_InjectorExperiment):
         outcome.probe_while_dead = probe.describe()
         outcome.unhealthy_instances = probe.unhealthy_instances
         self.after_kill()
-        traffic.event("recovery: unload + load")
+        self.mark(traffic, "recovery: unload + load")
         started = time.monotonic()
         injector.unload_and_load(model)
         traffic.event("load returned")

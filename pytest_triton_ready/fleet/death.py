@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..report import progress
+
 
 @dataclass
 class DeathOutcome:
@@ -91,14 +93,20 @@ def replica_death(load: Any, replica: Any, model: str, section: Any, protocol: s
     kill_at = None
     try:
         with traffic:
+            progress.step(f"replica death ({replica.name}): baseline, {section.death_steady_s:g} s of traffic at "
+                          f"{section.death_rate_per_s:g} requests/s")
             time.sleep(section.death_steady_s)
             traffic.event(f"kill {replica.name}")
             kill_at = traffic.elapsed_s()
+            progress.step(f"replica death ({replica.name}): kill action running")
             outcome.kill_error = run_command(replica.kill)
             traffic.event("kill returned")
+            progress.step(f"replica death ({replica.name}): killed; {section.death_observe_s:g} s of traffic "
+                          "through the survivors")
             time.sleep(section.death_observe_s)
     finally:
         if replica.restore:
+            progress.step(f"replica death ({replica.name}): restore action running")
             outcome.restore_error = run_command(replica.restore, timeout_s=180.0)
             outcome.restored = outcome.restore_error is None
     result = traffic.result

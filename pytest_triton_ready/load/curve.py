@@ -19,12 +19,18 @@ throughput within the latency budget, and what is wrong with the curve's shape.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from ..report.model import LoadPoint
 
 
 @dataclass(frozen=True)
 class CurvePoint:
+    """One point of a sweep. `server_us`: the server's time per request in each stage (queue,
+    compute_input, compute_infer, compute_output) over the same windows, when it was read."""
+
     concurrency: int
     throughput_infer_s: float
     p50_ms: float | None
@@ -32,6 +38,30 @@ class CurvePoint:
     success_rate: float | None
     trustworthy: bool
     problem: str | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    mean_ms: float | None = None
+    server_us: Mapping[str, float | None] | None = None
+
+    @classmethod
+    def measured(cls, concurrency: int, measurement: Any) -> CurvePoint:
+        """The point a load engine Measurement (engine.py) gives at `concurrency`."""
+        stats, server = measurement.stats, measurement.server_model
+        return cls(concurrency, stats.throughput_infer_s, stats.p50_ms, stats.p99_ms, stats.success_rate,
+                   measurement.trustworthy, measurement.problem(), stats.p("p90"), stats.p("p95"), stats.mean_ms,
+                   dict(server.stage_us) if server is not None else None)
+
+    def for_report(self, model: str) -> LoadPoint:
+        """The point as the report keeps it (Result.load_points, curves.csv)."""
+        stage = (self.server_us or {}).get
+        return LoadPoint(model, self.concurrency, round(self.throughput_infer_s, 2), self.p50_ms, self.p90_ms,
+                         self.p95_ms, self.p99_ms, _rounded(self.mean_ms, 4), _rounded(stage("queue"), 1),
+                         _rounded(stage("compute_input"), 1), _rounded(stage("compute_infer"), 1),
+                         _rounded(stage("compute_output"), 1), self.success_rate, self.trustworthy)
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def sweep_levels(max_batch_size: int, instances: int, cap: int = 0) -> list[int]:

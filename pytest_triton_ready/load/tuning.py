@@ -8,6 +8,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..report import progress
 from .curve import CurvePoint
 
 
@@ -26,7 +27,9 @@ def tune_queue_delay(target: Any, load: Any, prof: Any, delays: list[int], cap: 
     original = copy.deepcopy(client.model_config(prof.model, fresh=True))
     concurrency = min(prof.saturation_concurrency, cap) if cap > 0 else prof.saturation_concurrency
     try:
-        for delay in delays:
+        for number, delay in enumerate(delays, start=1):
+            progress.step(f"{prof.model}: max_queue_delay {delay} us ({number} of {len(delays)}), "
+                          f"concurrency {concurrency}")
             config = copy.deepcopy(original)
             config.setdefault("dynamic_batching", {})["max_queue_delay_microseconds"] = int(delay)
             try:
@@ -35,8 +38,7 @@ def tune_queue_delay(target: Any, load: Any, prof: Any, delays: list[int], cap: 
                 outcome.skipped = f"reload with a config override was refused: {_text(exc)}"
                 return outcome
             m = load.measure(prof.model, concurrency=concurrency, server_stats=False)
-            outcome.points[int(delay)] = CurvePoint(concurrency, m.stats.throughput_infer_s, m.stats.p50_ms,
-                                                    m.stats.p99_ms, m.stats.success_rate, m.trustworthy, m.problem())
+            outcome.points[int(delay)] = CurvePoint.measured(concurrency, m)
     finally:
         if outcome.points:
             try:

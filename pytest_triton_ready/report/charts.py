@@ -12,9 +12,10 @@ How they read: the value axis fits the data (a reference series such as "budget 
 as a dashed line when it falls in range, and named in a note when it does not), a log axis where the
 data span more than LOG_RANGE, no line drawn across a gap (a missing value, an outage span, or a
 pause longer than GAP_FACTOR x the usual spacing), one unit per axis (a y label "A; B" puts the
-series of the second unit, e.g. latency in ms, on a second axis), and event labels staggered so
-that they do not collide. The SVG carries no script and no external reference: the report's CSP
-(default-src 'none') holds.
+series of the second unit, e.g. latency in ms, on a second axis), event labels staggered so
+that they do not collide, and category labels (a history's runs) thinned to every k-th, the last
+always written, where more would touch. The SVG carries no script and no external reference: the
+report's CSP (default-src 'none') holds.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 MARKER_COLOUR = "#B00020"
 SPAN_COLOUR = "#B00020"
 MAX_POINT_MARKS = 60  # per series; beyond this only the line is drawn
+TICK_FONT_SIZE = 9
+AXES_SHARE = 0.8  # the plot area's share of the figure's width (less the value axis and its label)
+LABEL_GAP_PX = 12  # at least this much room between two category labels
 LOG_RANGE = 50.0  # max/min of the positive values beyond which the value axis is logarithmic
 GAP_FACTOR = 3.0
 REFERENCE = re.compile(r"^(budget|slo|limit|threshold|target)\b", re.IGNORECASE)
@@ -49,12 +53,27 @@ def render_chart(chart: Chart) -> str:
         return _message_svg(chart, f"no renderer for chart kind {chart.kind!r}")
     if not any(_finite(y) for s in chart.series for _, y in s.points) and not chart.markers:
         return _message_svg(chart, "no data recorded")
+    with _drawing():
+        return _svg(chart_figure(chart), chart)
+
+
+def chart_figure(chart: Chart):
+    """The matplotlib Figure that render_chart writes as SVG (title and notes included), for a
+    chart of a kind in RENDERERS."""
+    with _drawing():
+        figure, notes = RENDERERS[chart.kind](chart)
+        figure.suptitle(chart.title, fontsize=11, fontweight="bold", x=0.01, ha="left")
+        if notes:
+            figure.text(0.99, 0.985, "; ".join(notes), ha="right", va="top", fontsize=8, color="#59636e")
+        return figure
+
+
+def _drawing():
+    """Text is text ($ is no math), fonts by name, no timestamps: the same data gives the same SVG."""
     import matplotlib
 
-    # text is text ($ is no math), fonts by name, no timestamps: the same data gives the same SVG
-    with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none", "font.family": "sans-serif",
-                                "axes.unicode_minus": False}):
-        return renderer(chart)
+    return matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none", "font.family": "sans-serif",
+                                  "axes.unicode_minus": False})
 
 
 # -- scales ---------------------------------------------------------------------------------------
@@ -125,6 +144,39 @@ def format_seconds(value: float) -> str:
 
 
 
+def shown_categories(labels: list[str], axis_px: float, fontsize: float = TICK_FONT_SIZE,
+                     span: float | None = None) -> list[int]:
+    """The indices of evenly spaced category labels (one per x = 0, 1, ...) to write on an axis
+    `axis_px` wide showing `span` categories' width (default: n + 1), so that no label touches the
+    next: every k-th, counted back from the last (the newest run of a history keeps its label),
+    with k as small as the widest label allows."""
+    count = len(labels)
+    if count <= 1:
+        return list(range(count))
+    widest = max(_text_width_px(label, fontsize) for label in labels) + LABEL_GAP_PX
+    spacing = axis_px / (span if span else count + 1)
+    step = max(1, math.ceil(widest / spacing))
+    return sorted(range(count - 1, -1, -step))
+
+
+def _text_width_px(text: str, fontsize: float) -> float:
+    """The width of `text` in the sans-serif font at `fontsize` (points are pixels at 72 dpi)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    return TextPath((0, 0), text, size=fontsize, prop=FontProperties(family=["sans-serif"])).get_extents().width
+
+
+def _category_axis(ax, categories: list[Any]) -> None:
+    """A tick per category; a label on as many as fit without touching (see shown_categories)."""
+    labels = [str(c) for c in categories]
+    low, high = ax.get_xlim()
+    shown = shown_categories(labels, WIDTH_IN * 72 * AXES_SHARE, span=(high - low) or None)
+    ax.set_xticks(range(len(labels)), minor=True)
+    ax.set_xticks(shown, [labels[i] for i in shown])
+    ax.tick_params(axis="x", which="minor", length=2, colors="#59636e")
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -155,7 +207,7 @@ def _style(ax) -> None:
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.tick_params(labelsize=9, colors="#1f2328")
+    ax.tick_params(labelsize=TICK_FONT_SIZE, colors="#1f2328")
 
 
 def _split_gaps(points: list[tuple[float, Any]], spans: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -300,7 +352,7 @@ def _draw_lines(chart: Chart, time_axis: bool) -> str:
     _references(ax, chart_for_refs, values[False], ref_notes)
     notes += ref_notes
     if categories is not None:
-        ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+        _category_axis(ax, categories)
     elif time_axis:
         xs_all = [float(x) for s in chart.series for x, _ in s.points if _finite(x)]
         xs_all += [float(m[k]) for m in chart.markers for k in ("x", "until") if _finite(m.get(k))]
@@ -317,7 +369,7 @@ def _draw_lines(chart: Chart, time_axis: bool) -> str:
     else:
         _event_labels(ax, chart.markers, time_axis)
     _legend(figure, ax, axes[True])
-    return _svg(figure, chart, notes)
+    return figure, notes
 
 
 def _point_labels(ax, markers: list[dict[str, Any]]) -> None:
@@ -351,15 +403,15 @@ def _legend(figure, ax, right) -> None:
                       frameon=False)
 
 
-def line_svg(chart: Chart, time_axis: bool = False) -> str:
-    return _draw_lines(chart, time_axis)
+def draw_line(chart: Chart) -> tuple[Any, list[str]]:
+    return _draw_lines(chart, time_axis=False)
 
 
-def timeline_svg(chart: Chart) -> str:
+def draw_timeline(chart: Chart) -> tuple[Any, list[str]]:
     return _draw_lines(chart, time_axis=True)
 
 
-def bar_svg(chart: Chart) -> str:
+def draw_bar(chart: Chart) -> tuple[Any, list[str]]:
     figure = _figure()
     ax = figure.add_subplot()
     _style(ax)
@@ -375,24 +427,23 @@ def bar_svg(chart: Chart) -> str:
             ax.bar(position - 0.4 + width * (index + 0.5), float(value), width * 0.92,
                    color=PALETTE[index % len(PALETTE)], label=series.name if position == 0 or category == next(
                        (c for c in categories if _finite(by_x.get(c))), None) else None, gid=f"bar-{index}-{position}")
-    ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+    _category_axis(ax, categories)
     ax.set_xlabel(chart.x_label, fontsize=9)
     ax.set_ylabel(chart.y_label, fontsize=9)
     _legend(figure, ax, None)
-    return _svg(figure, chart, [])
+    return figure, []
 
 
-RENDERERS: dict[str, Callable[[Chart], str]] = {"line": line_svg, "timeline": timeline_svg, "bar": bar_svg}
+# Each kind's drawing: a matplotlib Figure and the notes to show above it.
+RENDERERS: dict[str, Callable[[Chart], tuple[Any, list[str]]]] = {
+    "line": draw_line, "timeline": draw_timeline, "bar": draw_bar}
 
 
 # -- SVG text ----------------------------------------------------------------------------------------
-def _svg(figure, chart: Chart, notes: list[str]) -> str:
-    """The figure as an inline <svg class="chart"> with a title, its notes, and ids unique in the page."""
+def _svg(figure, chart: Chart) -> str:
+    """The figure as an inline <svg class="chart"> with ids unique in the page."""
     import matplotlib
 
-    figure.suptitle(chart.title, fontsize=11, fontweight="bold", x=0.01, ha="left")
-    if notes:
-        figure.text(0.99, 0.985, "; ".join(notes), ha="right", va="top", fontsize=8, color="#59636e")
     prefix = "c" + hashlib.sha1(repr(chart).encode()).hexdigest()[:10] + "-"  # the same chart, the same ids
     out = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": prefix}):

@@ -2,8 +2,13 @@
 
 - `measurements.csv`: every measurement of every check, one row each (check, model, name, value,
   unit, threshold, whether it was met, where the threshold came from).
-- `curves.csv`: PERF-2's throughput-latency curves in perf_analyzer-like columns (one row per model
-  and concurrency; latencies in microseconds, as perf_analyzer's `-f` file writes them).
+- `curves.csv`: PERF-2's throughput-latency curves in perf_analyzer's columns (one row per model
+  and concurrency; times in microseconds, as perf_analyzer's `-f` file writes them, the unit in
+  each header). A column the run did not measure is empty, never 0: Client Send and Client Recv
+  always (the load engine times a request whole), the server's stage times when its statistics
+  could not be read. Network+Server Send/Recv is perf_analyzer's remainder, the mean latency less
+  the server's queue and compute times (capped at 0); here it includes the client's own send and
+  receive time.
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ from typing import Any
 
 MEASUREMENT_COLUMNS = ("check_id", "phase", "check_verdict", "model", "name", "value", "unit", "threshold",
                        "comparison", "passed", "threshold_source")
-CURVE_COLUMNS = ("Model", "Concurrency", "Inferences/Second", "p50 latency", "p99 latency")
+CURVE_COLUMNS = ("Model", "Concurrency", "Inferences/Second", "Client Send (us)", "Network+Server Send/Recv (us)",
+                 "Server Queue (us)", "Server Compute Input (us)", "Server Compute Infer (us)",
+                 "Server Compute Output (us)", "Client Recv (us)", "p50 latency (us)", "p90 latency (us)",
+                 "p95 latency (us)", "p99 latency (us)", "Avg latency (us)", "Success Rate (ratio)", "Stable and Valid")
+_SERVER_COLUMNS = {"Server Queue (us)": "server_queue_us", "Server Compute Input (us)": "server_compute_input_us",
+                   "Server Compute Infer (us)": "server_compute_infer_us",
+                   "Server Compute Output (us)": "server_compute_output_us"}
+_LATENCY_COLUMNS = {"p50 latency (us)": "p50_ms", "p90 latency (us)": "p90_ms", "p95 latency (us)": "p95_ms",
+                    "p99 latency (us)": "p99_ms", "Avg latency (us)": "mean_ms"}
 
 _AT_CONCURRENCY = re.compile(r"^(throughput|p99) at concurrency (\d+)$")
 
@@ -37,7 +50,39 @@ def measurement_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def curve_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """PERF-2's points: throughput and p99 from its measurements, p50 from its concurrency chart."""
+    """PERF-2's points, one row per model and concurrency, from the points its checks kept
+    (`load_points`); a report written before they were kept gives throughput, p50 and p99 from
+    the measurements and the concurrency chart."""
+    by_point = {}
+    for result in document.get("results", []):
+        if result.get("check_id") != "PERF-2":
+            continue
+        for point in result.get("load_points") or []:
+            by_point[(point["model"], int(point["concurrency"]))] = load_point_row(point)
+    if by_point:
+        return [by_point[key] for key in sorted(by_point)]
+    return _rows_from_measurements(document)
+
+
+def load_point_row(point: dict[str, Any]) -> dict[str, Any]:
+    """One curves.csv row from a LoadPoint (as in readiness.json); unmeasured cells empty."""
+    row = {column: "" for column in CURVE_COLUMNS}
+    row.update({"Model": point["model"], "Concurrency": point["concurrency"],
+                "Inferences/Second": _cell(point.get("throughput_infer_s")),
+                "Success Rate (ratio)": _cell(point.get("success_rate")),
+                "Stable and Valid": _cell(point.get("trustworthy"))})
+    for column, key in _LATENCY_COLUMNS.items():
+        row[column] = _usec(point.get(key))
+    server = {column: point.get(key) for column, key in _SERVER_COLUMNS.items()}
+    for column, value in server.items():
+        row[column] = _whole(value)
+    mean = point.get("mean_ms")
+    if _number(mean) and all(_number(v) for v in server.values()):
+        row["Network+Server Send/Recv (us)"] = _whole(max(0.0, mean * 1000 - sum(server.values())))
+    return row
+
+
+def _rows_from_measurements(document: dict[str, Any]) -> list[dict[str, Any]]:
     points: dict[tuple[str, int], dict[str, Any]] = {}
     for result in document.get("results", []):
         if result.get("check_id") != "PERF-2":
@@ -59,14 +104,24 @@ def curve_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
                             points[(model, int(x))]["p50"] = y
     rows = []
     for (model, concurrency), point in sorted(points.items()):
-        rows.append({"Model": model, "Concurrency": concurrency,
-                     "Inferences/Second": _cell(point.get("throughput")),
-                     "p50 latency": _usec(point.get("p50")), "p99 latency": _usec(point.get("p99"))})
+        row = {column: "" for column in CURVE_COLUMNS}
+        row.update({"Model": model, "Concurrency": concurrency, "Inferences/Second": _cell(point.get("throughput")),
+                    "p50 latency (us)": _usec(point.get("p50")), "p99 latency (us)": _usec(point.get("p99"))})
+        rows.append(row)
     return rows
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _usec(ms: Any) -> str:
-    return "" if not isinstance(ms, (int, float)) or isinstance(ms, bool) else str(round(ms * 1000))
+    """Milliseconds as whole microseconds; empty when not measured."""
+    return str(round(ms * 1000)) if _number(ms) else ""
+
+
+def _whole(us: Any) -> str:
+    return str(round(us)) if _number(us) else ""
 
 
 def _cell(value: Any) -> str:

@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 PHASES = ("config", "performance", "monitoring", "operations", "security")
 
@@ -91,6 +91,28 @@ class Chart:
 
 
 @dataclass
+class LoadPoint:
+    """One measured point of a load curve (PERF-2's throughput-latency curve): the load, what the
+    client measured (latencies in ms over the same windows as the throughput) and the server's
+    own time per request in each stage (us, from /v2/models/M/stats). None: not measured."""
+
+    model: str
+    concurrency: int
+    throughput_infer_s: float
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    mean_ms: float | None = None
+    server_queue_us: float | None = None
+    server_compute_input_us: float | None = None
+    server_compute_infer_us: float | None = None
+    server_compute_output_us: float | None = None
+    success_rate: float | None = None
+    trustworthy: bool = True  # stable and valid (docs/load-engine.md)
+
+
+@dataclass
 class Result:
     """Everything one check recorded: identity, verdict, measurements, findings, advice, evidence."""
 
@@ -106,6 +128,7 @@ class Result:
     recommendations: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
+    load_points: list[LoadPoint] = field(default_factory=list)  # a curve's points, for curves.csv
     duration_s: float = 0.0
     flaky: bool = False  # failed, then passed when rerun; the first failure is kept as evidence
 
@@ -130,6 +153,7 @@ class Result:
             recommendations=list(data.get("recommendations", [])),
             evidence=[_known(Evidence, e) for e in data.get("evidence", [])],
             charts=[Chart.from_dict(c) for c in data.get("charts", [])],
+            load_points=[_known(LoadPoint, p) for p in data.get("load_points", [])],
             duration_s=data.get("duration_s", 0.0),
             flaky=data.get("flaky", False),
         )

@@ -1,18 +1,20 @@
 """Progress of a long check on the terminal: what it is doing, while it does it.
 
-The plugin wraps every check in a CheckProgress: a check that is still running after QUIET_S gets
-a line (`  PERF-2 ... 12 s: scale: concurrency 4 of 8`), again every HEARTBEAT_S, and at once when
-the check reports a step. Checks (and the load engine, fault experiments) report steps through the
-module-level API, which does nothing outside a check:
+The plugin wraps every check in a CheckProgress: a check that is still running after QUIET_S
+(`--triton-progress-after`) gets a line (`  PERF-2 ... 12 s: scale: concurrency 4 (point 3, search
+bound 512)`), again every HEARTBEAT_S, and at once when the check reports a step. Checks (and the
+load engine, fault experiments) report through the module-level API, which does nothing outside a
+check:
 
     from pytest_triton_ready.report import progress
-    progress.step(f"{model}: concurrency {c} ({i} of {n})")
-    with progress.phase("server restart: fault injected"):
+    progress.step(f"{model}: concurrency {c} (point {i}, search bound {bound})")   # shown at once
+    with progress.phase("server restart (scale): fault injected"):
         ...
+    progress.status(f"{model}: stream soak {t:.0f} of {total:.0f} s")   # shown with the next heartbeat
+    progress.own_line()   # the check draws its own progress line from here on (the soak)
 
 Lines are written through pytest's terminal reporter with output capture suspended, under one
 lock; the heartbeat thread is joined before pytest reads the check's captured output.
-Checks with a progress line of their own (the soak, PERF-3) are left alone: SELF_REPORTING.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from collections.abc import Callable, Iterator
 QUIET_S = 3.0
 HEARTBEAT_S = 10.0
 MIN_GAP_S = 1.0
-SELF_REPORTING = frozenset({"PERF-3"})
 
 _lock = threading.Lock()
 _current: CheckProgress | None = None
@@ -44,6 +45,7 @@ class CheckProgress:
         self._started = clock()
         self._last_shown = -1e9
         self._step = ""
+        self._unshown = False  # a step came too soon after the last line: shown once MIN_GAP_S passed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lines: list[str] = []
@@ -52,16 +54,27 @@ class CheckProgress:
         return self._clock() - self._started
 
     def step(self, text: str) -> None:
-        """The check moved on; shown at once when the check has run longer than QUIET_S."""
+        """The check moved on; shown at once when the check has run longer than QUIET_S and the
+        last line is at least MIN_GAP_S old, else by the heartbeat once it is (unless a later step
+        replaced it: steps quicker than MIN_GAP_S coalesce)."""
         self._step = text
+        self._unshown = True
         if self.elapsed() >= self._quiet_s and self._clock() - self._last_shown >= MIN_GAP_S:
             self._show()
 
+    def status(self, text: str) -> None:
+        """What the check is doing, shown with the next heartbeat line (for progress that moves
+        continuously, e.g. a soak's seconds, where a line per update would flood the terminal)."""
+        self._step = text
+
     def _show(self) -> None:
-        text = f"  {self.label} ... {self.elapsed():.0f} s" + (f": {self._step}" if self._step else "")
-        self._last_shown = self._clock()
-        self.lines.append(text)
         with _lock:
+            if self._stop.is_set():
+                return
+            text = f"  {self.label} ... {self.elapsed():.0f} s" + (f": {self._step}" if self._step else "")
+            self._unshown = False
+            self._last_shown = self._clock()
+            self.lines.append(text)
             self._write(text)
 
     def start(self) -> CheckProgress:
@@ -69,9 +82,10 @@ class CheckProgress:
             if self._stop.wait(self._quiet_s):
                 return
             while True:
-                if self._clock() - self._last_shown >= self._heartbeat_s - 0.05 or not self.lines:
+                since = self._clock() - self._last_shown
+                if since >= self._heartbeat_s - 0.05 or not self.lines or (self._unshown and since >= MIN_GAP_S):
                     self._show()
-                if self._stop.wait(min(self._heartbeat_s, 1.0)):
+                if self._stop.wait(min(self._heartbeat_s, 0.25)):
                     return
 
         self._thread = threading.Thread(target=beat, name=f"progress {self.label}", daemon=True)
@@ -79,8 +93,9 @@ class CheckProgress:
         return self
 
     def stop(self) -> None:
+        """No more lines: the check ended, or draws its own progress line (`own_line`)."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
 
@@ -91,11 +106,27 @@ def step(text: str) -> None:
         current.step(text)
 
 
+def status(text: str) -> None:
+    """Update what the running check is doing without a line of its own (no-op outside a check):
+    the next heartbeat shows it."""
+    current = _current
+    if current is not None:
+        current.status(text)
+
+
 @contextlib.contextmanager
 def phase(text: str) -> Iterator[None]:
     """A named phase of a check (e.g. one fault experiment's fault or recovery)."""
     step(text)
     yield
+
+
+def own_line() -> None:
+    """The running check shows its progress on a line of its own from here on (the soak's
+    ProgressLine): its heartbeat lines stop, so that the two do not interleave."""
+    current = _current
+    if current is not None:
+        current.stop()
 
 
 @contextlib.contextmanager
