@@ -9,7 +9,7 @@ and served as written. CFG-4: GPU memory, host memory and the pinned pool once e
 import numpy as np
 import pytest
 
-from pytest_triton_ready.models import ready_decoupled_models, ready_models, ready_names
+from pytest_triton_ready.models import defer_to_streaming, ready_models, ready_names
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -65,14 +65,14 @@ def test_models_ready(triton, check):
 @pytest.mark.triton_check("CFG-1")
 def test_models_answer_inference(triton, check):
     """Every READY model answers a real inference with the output names, shapes and datatypes it
-    declares, and a stateless model answers the same input with the same output."""
+    declares, and a stateless model answers the same input with the same output. Where every READY
+    model in scope is decoupled, NOT APPLICABLE: test_streaming_answers_end_with_final_flag asks them."""
     from pytest_triton_ready.inputs import output_mismatches
 
     client = triton.client
     models = ready_models(triton)  # decoupled models answer over streams: checks/test_streaming.py
-    if not models and ready_decoupled_models(triton):
-        check.not_applicable("every READY model is decoupled: test_streaming_answers_end_with_final_flag (CFG-1) "
-                             "sends them streamed requests")
+    defer_to_streaming(check, triton, "test_streaming_answers_end_with_final_flag (CFG-1)",
+                       "sends them streamed requests and checks every answer's output and final flag", models)
     if not models:
         check.incomplete("no READY model to send an inference to")
     for model in models:

@@ -39,14 +39,10 @@ def test_metrics_endpoint_reachable_and_moving(triton, triton_metrics, check):
     if model is None and streaming is None:
         check.incomplete("no READY model to move the counters with")
     if streaming is not None:  # a decoupled model answers over a gRPC stream only
-        from pytest_triton_ready.load.streaming import StreamingPlan, stream_once
-
         model = streaming
-        plan = StreamingPlan.from_metadata(model, triton.client.model_metadata(model), triton.client.model_config(model))
 
         def send() -> str | None:
-            answer = stream_once(triton.endpoints.grpc_url, plan, "metrics", 2,
-                                 timeout_s=triton.settings.triton_request_timeout, headers=triton.settings.headers)
+            answer = _stream_once(triton, model, "metrics")
             if answer.final:
                 return None
             return f"the streamed request meant to move the counters failed: {answer.error or 'no final response'}"
@@ -75,6 +71,15 @@ MOVE_ATTEMPTS = 8  # behind a balancer, one request in N reaches the server whos
 PROBE_REQUESTS_PER_MODEL = 10
 
 
+def _stream_once(triton, model, prompt):
+    """One streamed request to a decoupled model (2 tokens), waited for until its final response."""
+    from pytest_triton_ready.load.streaming import StreamingPlan, stream_once
+
+    plan = StreamingPlan.from_metadata(model, triton.client.model_metadata(model), triton.client.model_config(model))
+    return stream_once(triton.endpoints.grpc_url, plan, prompt, 2, timeout_s=triton.settings.triton_request_timeout,
+                       headers=triton.settings.headers)
+
+
 def _gpu_state(snapshot, gpu) -> str:
     return gpu_state(snapshot.names | set(snapshot.types), gpus_visible=bool(gpu.read()))
 
@@ -82,9 +87,13 @@ def _gpu_state(snapshot, gpu) -> str:
 @pytest.mark.triton_check("MON-1")
 def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, check):
     """The four metric layers (infrastructure, service health, business, cost) can each be read from
-    the endpoint over a short probe; success rate >= success_rate_min and queue P95 <= queue_p95_max_ms."""
+    the endpoint over a short probe; success rate >= success_rate_min and queue P95 <= queue_p95_max_ms.
+    The probe sends every READY model in scope real requests: unary ones, and streamed requests
+    over gRPC to decoupled models. Cancelled requests (reason CANCELED) are listed, not counted as
+    failures: a client that went away is not the server failing."""
     models = ready_models(triton)
-    if not models:
+    streaming = ready_decoupled_models(triton)
+    if not models and not streaming:
         check.incomplete("no READY model to read the layers under traffic")
     before = triton_metrics()
     started = time.monotonic()
@@ -93,8 +102,22 @@ def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, 
         failed = [o for o in outcomes if not o.ok]
         if failed:
             check.evidence(f"{model}: {len(failed)} of {len(outcomes)} probe requests failed", str(failed[0].error))
+    for model in streaming:
+        answers = [_stream_once(triton, model, f"probe {n}") for n in range(PROBE_REQUESTS_PER_MODEL)]
+        failed = [a for a in answers if not a.final or a.error]
+        if failed:
+            check.evidence(f"{model}: {len(failed)} of {len(answers)} streamed probe requests failed",
+                           str(failed[0].error or "no final response"))
     time.sleep(1.0)  # gauges and summaries refresh on Triton's metrics interval
     after = triton_metrics()
+    version = triton.client.server_metadata().get("version", "?")
+    for model in streaming:
+        if (triton.client.model_config(model).get("sequence_batching") or {}).get("iterative_sequence"):
+            check.finding(f"{model}: iterative sequence batching: Triton {version} counts every decode step as an "
+                          "inference (nv_inference_count, nv_inference_request_success) and the end of every request "
+                          "as a CANCELED failure (the sequence batcher frees the slot by cancelling a null request): "
+                          "its throughput here is steps/s, and alert rules on nv_inference_request_failure must leave "
+                          "reason=\"CANCELED\" out", severity="info", model=model)
     values = read_layers(before, after, time.monotonic() - started, gpu.read())
     triton_facts["monitoring.layers"] = [vars(v) for v in values]
     for value in values:
@@ -167,6 +190,8 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
         check.incomplete(reason)
     for model in ready_models(triton):
         triton.client.infer(model)  # summaries report NaN until a model served once
+    for model in ready_decoupled_models(triton):
+        _stream_once(triton, model, "before the alert rules are evaluated")
     try:
         with PrometheusRunner(binary, triton.endpoints.metrics_url, audit.valid_files) as prometheus:
             prometheus.wait_until_evaluated()

@@ -11,7 +11,7 @@ import datetime as dt
 import pytest
 
 from pytest_triton_ready.operations.attestations import review_attestation
-from pytest_triton_ready.operations.capacity import PLACEMENTS, FleetPlan, model_plan
+from pytest_triton_ready.operations.capacity import PLACEMENTS, FleetPlan, measured_capacities, model_plan
 
 
 def _review(check, settings, kind):
@@ -62,7 +62,10 @@ def test_hot_update_procedure_documented_and_exercised(triton_settings, triton_f
 @pytest.mark.triton_check("OPS-2")
 def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, check):
     """The measured capacity carries the declared peak: for every model in the plan, PERF-2's highest
-    throughput within SLO, scaled to the declared fleet, covers the peak rate plus headroom."""
+    throughput within SLO, scaled to the declared fleet, covers the peak rate plus headroom. For a
+    decoupled model the capacity is the streaming curve's (test_streaming_tokens_and_ttft_curve):
+    the requests/s completed at its best point within the TTFT SLO, a streamed request counting as
+    one inference of the curve's token budget."""
     section = triton_settings.section("operations").get("capacity") or {}
     peaks = section.get("peak_rate") or {}
     fleet = section.get("fleet") or {}
@@ -91,10 +94,12 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
                         "fleet.instances_per_gpu; docs/operations-security.md shows an example.")
         return
 
-    measured = triton_facts.get("perf.capacity")
+    measured, unusable = measured_capacities(triton_facts)
+    for problem in unusable:
+        check.finding(problem, severity="warning", rule="PERF-2")
     if not measured:
-        check.incomplete("PERF-2 was not part of this run: no measured throughput within SLO "
-                         "(perf.capacity) to plan from")
+        check.incomplete("PERF-2 was not part of this run: no measured throughput within SLO (perf.capacity, or "
+                         "perf.streaming_capacity for decoupled models) to plan from")
     for model in sorted(set(measured) - set(peaks)):
         check.finding(f"{model}: PERF-2 measured it, but it has no expected peak rate in "
                       "operations.capacity.peak_rate", model=model, rule="operations.capacity.peak_rate")
@@ -115,7 +120,14 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     plan = FleetPlan(plans, placement, fleet["gpus"])
     plan.assumptions.append("throughput scales linearly with the number of instances")
     for model_plan_ in plans:
-        if measured[model_plan_.model].get("lower_bound"):
+        fact = measured[model_plan_.model]
+        if fact.get("streaming"):
+            plan.assumptions.append(
+                f"{model_plan_.model}: decoupled; its capacity is the streaming curve's requests/s within the TTFT "
+                f"SLO (PERF-2, test_streaming_tokens_and_ttft_curve), each request "
+                f"{fact.get('output_tokens_per_request') or '?'} output tokens on average: longer answers "
+                "need proportionally more")
+        if fact.get("lower_bound"):
             plan.assumptions.append(f"{model_plan_.model}: PERF-2's capacity is a lower bound (>= "
                                     f"{model_plan_.measured_infer_s:.0f} infer/s; the sweep stopped at its maximum "
                                     "concurrency), so the GPUs needed may be fewer")

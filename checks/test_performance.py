@@ -19,7 +19,7 @@ from pytest_triton_ready.load.curve import (
     shape_problems,
 )
 from pytest_triton_ready.load.profile import profile
-from pytest_triton_ready.models import ready_models
+from pytest_triton_ready.models import defer_to_streaming, ready_decoupled_models, ready_models
 from pytest_triton_ready.plan import require_allowed
 from pytest_triton_ready.report import progress
 
@@ -72,8 +72,13 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check, triton_facts):
     """At each model's target load the p99 latency is within budget, the throughput reaches the
     target, and at least success_rate_min of the requests succeed; no model instance dies under
     the load (a dead instance fails the check whatever the success rate) and no window stalls.
-    Publishes each model's target load as `triton_facts["perf.target"]` (PERF-5 measures there again)."""
+    Publishes each model's target load as `triton_facts["perf.target"]` (PERF-5 measures there again).
+    Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_slo_at_target_load
+    measures TTFT, ITL and tokens/s at the target load."""
     profiles = _profiles(triton)
+    defer_to_streaming(check, triton, "test_streaming_slo_at_target_load (PERF-1)",
+                       "measures TTFT, ITL and output tokens/s at the target load against the streaming SLO",
+                       [p.model for p in profiles])
     if not profiles:
         check.incomplete("no READY model in scope to benchmark")
     health = LoadHealth(triton, check, triton_facts, [p.model for p in profiles])
@@ -153,9 +158,14 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     throughput still rises (curve_min_gain per doubling) within SLO and without errors, up to
     curve_search_max_concurrency, bisecting where p99 left the budget; stopped by that bound while
     still rising, the capacity is reported as a lower bound (">= N"). A model with fewer than half
-    of its points (or two) stable and valid makes the check INCOMPLETE and publishes no capacity."""
-    require_allowed(check, triton.settings, "saturate", "the throughput-latency sweep drives every model to saturation")
+    of its points (or two) stable and valid makes the check INCOMPLETE and publishes no capacity.
+    Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_tokens_and_ttft_curve
+    sweeps streams and publishes their capacity."""
     profiles = _profiles(triton)
+    defer_to_streaming(check, triton, "test_streaming_tokens_and_ttft_curve (PERF-2)",
+                       "sweeps concurrent streams and publishes the output tokens/s capacity within the TTFT SLO",
+                       [p.model for p in profiles])
+    require_allowed(check, triton.settings, "saturate", "the throughput-latency sweep drives every model to saturation")
     if not profiles:
         check.incomplete("no READY model in scope to sweep")
     success_min = check.threshold("success_rate_min").value
@@ -262,12 +272,20 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
 def test_dynamic_batching_under_stress(triton, load, check, triton_facts):
     """At the saturation concurrency (2 x max_batch_size x instances) a dynamically batched model
     forms batches larger than 1 (near its preferred sizes when set); the queue share of latency is
-    reported with the parameter to move when it is above batching_queue_share_max."""
+    reported with the parameter to move when it is above batching_queue_share_max. Decoupled
+    models are not driven here: where they are the only batched ones, INCOMPLETE says so."""
     require_allowed(check, triton.settings, "saturate", "the batching check drives every batched model to saturation")
     settings = triton.settings
     profiles = [p for p in _profiles(triton) if p.max_batch_size > 0 and not p.sequence]
+    streamed = [m for m in ready_decoupled_models(triton) if "dynamic_batching" in triton.client.model_config(m)]
+    if not profiles and streamed:
+        check.incomplete(f"{', '.join(streamed)}: decoupled with dynamic batching, and this check drives unary "
+                         "models only: batching under streaming load is not verified")
     if not profiles:
         check.not_applicable("no READY model in scope can batch (max_batch_size > 0, no sequence batcher)")
+    for model in streamed:
+        check.finding(f"{model}: decoupled with dynamic batching: its batching under streaming load is not verified "
+                      "by this check", severity="warning", model=model)
     batched = [p for p in profiles if p.dynamic_batching is not None]
     for prof in profiles:
         if prof.dynamic_batching is None:
@@ -359,11 +377,15 @@ def _tune_batching(triton, load, check, profiles, cap):
 @pytest.mark.triton_check("PERF-1", blocking=False)
 def test_gpu_utilization_under_load(triton, load, gpu, check):
     """Under saturating load the GPUs are busy within the gpu_utilization_min..max band (70-85%):
-    lower wastes the GPU, pinned at the top with a growing queue means the deployment needs more."""
+    lower wastes the GPU, pinned at the top with a growing queue means the deployment needs more.
+    Decoupled models are not driven here: where they are all the deployment serves, INCOMPLETE."""
     if not gpu.read():
         check.not_applicable(f"no GPU to read: {gpu.unavailable_reason}")
     require_allowed(check, triton.settings, "saturate", "the GPU utilization check drives every model to saturation")
     profiles = _profiles(triton)
+    if not profiles and ready_decoupled_models(triton):
+        check.incomplete("every READY model in scope is decoupled: GPU utilization under streaming load is not "
+                         "measured (no streaming counterpart of this advisory item yet)")
     if not profiles:
         check.incomplete("no READY model in scope to load the GPU with")
     cap = int(check.threshold("curve_max_concurrency").value)

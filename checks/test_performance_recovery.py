@@ -9,21 +9,30 @@ version) need `faults` allowed and a declared fault action (`attach.fault_action
 that cause the fault in this deployment) and are INCOMPLETE otherwise, naming what is missing.
 Each of them leaves the server ready, every instance answering, for the checks after it (the
 restore runs in a `finally`). Durations and rate: the YAML section `faults:` (docs/faults.md).
+
+Where every READY model in scope is decoupled (streaming), the forced reload, the rollout and the
+crash + restart run on a decoupled model with streamed traffic and streamed probes; a dead
+instance and SIGTERM are NOT APPLICABLE there: checks/test_streaming.py has them for streams.
 """
 
 import pytest
 
 from pytest_triton_ready.faults.recording import record_outcome, seconds
 from pytest_triton_ready.load.errors import dead_instances
+from pytest_triton_ready.models import defer_to_streaming
 
 pytestmark = pytest.mark.usefixtures("triton")
 
 
-def _fault_model(faults, check) -> str:
+def _fault_model(faults, check, streaming: bool = True) -> str:
+    """The model to break: a stateless unary one; where there is none, a decoupled one under
+    streamed traffic (`streaming`), else INCOMPLETE naming what is missing."""
     model = faults.choose_model()
+    if model is None and streaming:
+        model = faults.choose_streaming_model()
     if model is None:
         wanted = f"faults.model={faults.plan.model!r} is not READY" if faults.plan.model else \
-            "no READY stateless model in scope (sequence and decoupled models are left alone)"
+            "no READY stateless model in scope (sequence models are left alone)"
         check.incomplete(f"no model to run the fault experiment on: {wanted}")
     return model
 
@@ -65,7 +74,9 @@ def test_forced_reload_under_traffic_loses_no_request(faults, check, triton_sett
     """A forced model reload under traffic fails no request and serves within reload_serve_max_s.
 
     The reload is a load with the effective config plus a harmless parameter (a load of an
-    unchanged model is a no-op); failed requests are compared with reload_failed_requests_max."""
+    unchanged model is a no-op); failed requests are compared with reload_failed_requests_max. On
+    a decoupled model (where no stateless unary model is in scope) the traffic is streamed: a stream
+    cut off or left without its final response is a failed request."""
     model = _fault_model(faults, check)
     outcome = faults.forced_reload(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
@@ -81,7 +92,8 @@ def test_new_version_rollout_under_traffic_loses_no_request(faults, check, trito
     """Rolling out version N+1 under traffic fails no request and N+1 serves within reload_serve_max_s.
 
     Version N+1 (a new version directory) appears in a scratch copy of the model served by a second
-    server like the run's one, then a load picks it up; the repository under test is not touched."""
+    server like the run's one, then a load picks it up; the repository under test is not touched.
+    On a decoupled model (where no stateless unary model is in scope) traffic and probes are streamed."""
     model = _fault_model(faults, check)
     outcome = faults.version_rollout(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
@@ -103,8 +115,12 @@ def test_dead_instance_is_reported_and_recovers(faults, check, triton_settings, 
 
     One python backend stub is killed under traffic; /v2/health/ready and /v2/models/M/ready must
     stop answering 200, and after unload + load every instance must answer a probe within
-    instance_recovery_max_s."""
-    model = _fault_model(faults, check)
+    instance_recovery_max_s. Where every READY model in scope is decoupled, NOT APPLICABLE:
+    test_streaming_dead_stub_is_reported_and_recovers covers a dead stub under streams."""
+    defer_to_streaming(check, triton, "test_streaming_dead_stub_is_reported_and_recovers (PERF-4)",
+                       "kills a python stub under streams, checks the streams end and the ready endpoints, "
+                       "and recovers it with unload + load")
+    model = _fault_model(faults, check, streaming=False)
     outcome = faults.instance_restart(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
     if outcome.incomplete:
@@ -158,7 +174,9 @@ def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
     """After a crash (SIGKILL) and restart the server answers correctly within server_restart_max_s.
 
     The launcher starts it again on the same ports; the first correct answer is the same output
-    for the same input as before the crash, and no process of the crashed server may be left."""
+    for the same input as before the crash, and no process of the crashed server may be left. On a
+    decoupled model (where no stateless unary model is in scope) traffic and probes are streamed:
+    the first correct answer is the same tokens for the same prompt as before the crash."""
     model = _fault_model(faults, check)
     outcome = faults.server_restart(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
@@ -188,13 +206,18 @@ def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
 
 
 @pytest.mark.triton_check("PERF-4")
-def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings):
+def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings, triton):
     """SIGTERM under traffic drops readiness first, loses no request, and the server exits in time.
 
     Readiness must stop answering 200 within shutdown_ready_drop_max_s and before the exit; requests
     taken must complete and the rest be refused cleanly (shutdown_lost_requests_max); the process
-    must exit by itself, code 0, within its exit timeout, leaving nothing behind."""
-    model = _fault_model(faults, check)
+    must exit by itself, code 0, within its exit timeout, leaving nothing behind. Where every READY
+    model in scope is decoupled, NOT APPLICABLE: test_streaming_sigterm_ends_streams_cleanly covers
+    SIGTERM with streams in flight."""
+    defer_to_streaming(check, triton, "test_streaming_sigterm_ends_streams_cleanly (PERF-4)",
+                       "sends SIGTERM with streams in flight and checks every one ends with its final response "
+                       "and the server exits 0")
+    model = _fault_model(faults, check, streaming=False)
     outcome = faults.graceful_shutdown(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
     if outcome.incomplete:

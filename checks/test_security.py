@@ -146,12 +146,14 @@ def test_transport_uses_tls_when_exposed(triton_settings, check, request):
 def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     """Every model refuses malformed requests (wrong datatype, wrong shape, missing input, oversize
     payload, invalid JSON, batch above max_batch_size; and an unknown model) with a clean error,
-    the server stays live and ready, and good requests before and after succeed."""
+    the server stays live and ready, and good requests before and after succeed. Decoupled
+    (streaming) models get the same cases over gRPC ModelStreamInfer (raw bytes cut short instead
+    of invalid JSON), where a clean refusal is an error inside the stream."""
     client = triton.client
-    models = ready_models(triton)  # decoupled models refuse HTTP /infer: named below, not sent
-    if not models:
-        check.incomplete("every READY model is decoupled: the malformed cases need a model that answers over HTTP"
-                         if ready_decoupled_models(triton) else "no READY model to send malformed requests to")
+    models = ready_models(triton)  # decoupled models refuse HTTP /infer: their cases go over gRPC streams
+    decoupled = ready_decoupled_models(triton)
+    if not models and not decoupled:
+        check.incomplete("no READY model to send malformed requests to")
     oversize = int(check.threshold("malformed_oversize_payload_mib").value * 2**20)
     from pytest_triton_ready.plan import policy
 
@@ -194,11 +196,8 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
         return answer
 
     first_good_body = None
-    decoupled = ready_decoupled_models(triton)  # ready_models() leaves them out
     for model in decoupled:
-        check.finding(f"{model}: decoupled, so it cannot answer over HTTP; its malformed cases were not sent",
-                      severity="warning", model=model)
-    models = [m for m in models if m not in decoupled]
+        _malformed_streams(triton, check, model, oversize, large_refused, table)
     for model in models:
         before = client.infer(model)
         check.measure("good request before", "ok" if before.ok else "failed", model=model, threshold="ok",
@@ -235,6 +234,47 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
             check.finding(large_refused, severity="warning", rule="attach.allow")
         else:
             check.incomplete(large_refused)
+
+
+def _malformed_streams(triton, check, model, oversize, large_refused, table):
+    """SEC-3's cases for one decoupled model, each on its own gRPC stream (security/streaming.py)."""
+    from pytest_triton_ready.load.streaming import StreamingPlan, send_request
+    from pytest_triton_ready.security.streaming import good_request, send_case, streaming_cases
+
+    client, grpc_url, headers = triton.client, triton.endpoints.grpc_url, triton.settings.headers
+    plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))
+    timeout = float(triton.settings.triton_request_timeout)
+
+    def good(when):
+        answer = send_request(grpc_url, good_request(plan, f"sec3-good-{when}"), plan.token_output,
+                              timeout_s=timeout, headers=headers)
+        ok = answer.final and answer.error is None
+        check.measure(f"good request {when}", "ok" if ok else "failed", model=model, threshold="ok", comparison="==",
+                      finding=f"{model}: a good streamed request failed {when} the malformed ones: "
+                              f"{answer.error or 'no final response'}")
+        return ok
+
+    if not good("before"):
+        return
+    cases = streaming_cases(plan, client.model_config(model), oversize)
+    if large_refused:
+        cases = [c for c in cases if c.name != "oversize payload"]
+        table.append(f"{model:20} oversize payload: not sent (large_payloads is not allowed)")
+    for case in cases:
+        answer = send_case(grpc_url, case, plan.token_output, timeout_s=timeout, headers=headers)
+        table.append(f"{model:20} (gRPC stream) {answer.line()}")
+        check.measure(case.name, answer.outcome, model=model)
+        if answer.outcome == ACCEPTED:
+            check.finding(f"{model}: the {case.name} request was accepted over the stream ({answer.tokens} tokens "
+                          f"and the final response): {case.detail}", model=model, rule=case.name)
+        elif answer.outcome == NO_ANSWER:
+            check.finding(f"{model}: the {case.name} request got neither an error nor a final response within "
+                          f"{timeout:g} s", model=model, rule=case.name)
+        healthy = _server_healthy(client)
+        if healthy is not True:
+            check.finding(f"after the {case.name} request to {model}: {healthy}", model=model,
+                          rule="server stays live and ready")
+    good("after")
 
 
 def _server_healthy(client):

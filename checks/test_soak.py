@@ -8,7 +8,7 @@ runner that dies still leaves evidence (`triton-ready report JOURNAL` renders it
 import pytest
 
 from pytest_triton_ready.health import LoadHealth
-from pytest_triton_ready.models import ready_models
+from pytest_triton_ready.models import defer_to_streaming, ready_models
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -21,16 +21,20 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
     requests succeed overall and in every window; p99 of the last quarter stays within
     soak_p99_drift_ratio_max of the first; the least-squares slope of server and GPU memory stays
     below its MB/hour limit; pending requests do not grow. A soak long enough to judge leaks that
-    could not read the server's memory at all is INCOMPLETE, not a pass."""
+    could not read the server's memory at all is INCOMPLETE, not a pass. Where every READY model in
+    scope is decoupled, NOT APPLICABLE: test_streaming_soak_every_request_finishes soaks their streams."""
     from pytest_triton_ready.plugin import RUN_KEY
     from pytest_triton_ready.run import now_iso
     from pytest_triton_ready.soak import JournalError, PlanError, build_plan, format_duration, journal_header, record_soak
     from pytest_triton_ready.soak.progress import ProgressLine
     from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
 
+    models = ready_models(triton)
+    defer_to_streaming(check, triton, "test_streaming_soak_every_request_finishes (PERF-3)",
+                       "soaks streams: every request must end with its final response and server memory stay flat",
+                       models)
     if not triton_settings.triton_soak:
         check.incomplete("the soak is turned off (--triton-soak=0)")
-    models = ready_models(triton)
     if not models:
         check.incomplete("no READY model in scope to soak")
     try:

@@ -33,10 +33,12 @@ from pytest_triton_ready.load.streaming_rules import (
     FIRST_RESPONSE_FAMILIES,
     CurvePoint,
     bucket_delta,
+    capacity_is_lower_bound,
     fitted_growth,
     histogram_buckets,
     histogram_quantile,
     judge_curve,
+    read_shutdown_log,
     streaming_slo,
 )
 from pytest_triton_ready.models import instance_count, ready_decoupled_models
@@ -218,7 +220,9 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
 def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, check):
     """Sweep concurrency 1, 2, 4 ... `streaming_curve_max_concurrency`: tokens/s must not fall by
     more than `curve_drop_tolerance` before the knee, and at least one point must keep TTFT p99
-    within the SLO. Publishes the best tokens/s within SLO as `triton_facts["perf.streaming_capacity"]`."""
+    within the SLO. Publishes the best tokens/s within SLO, and the requests/s at that point, as
+    `triton_facts["perf.streaming_capacity"]` (OPS-2 plans a decoupled model's capacity from it); a
+    best point at the sweep's top where tokens/s still rose by `curve_min_gain` is a lower bound."""
     models = _streaming_models(triton, check)
     top = int(_n(check, "streaming_curve_max_concurrency"))
     point_s = _n(check, "streaming_curve_point_s")
@@ -227,14 +231,19 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
         slo = streaming_slo(triton_settings, model)
         plan = _plan(triton, model)
         points: list[CurvePoint] = []
+        requests_per_s: dict[int, tuple[float, float | None]] = {}  # concurrency -> (requests/s, tokens per request)
         concurrency = 1
         while concurrency <= top:
             progress.step(f"{model}: {concurrency} streams (point {len(points) + 1} of {top.bit_length()}, "
                           f"{point_s:g} s each)")
             stats = _load(triton, plan, check, concurrency=concurrency, duration_s=point_s, warmup_s=0.5).run().stats
             points.append(CurvePoint(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"]))
+            requests_per_s[concurrency] = (stats.requests_per_s,
+                                           stats.output_tokens / stats.completed if stats.completed else None)
             check.measure(f"output tokens/s at concurrency {concurrency}", round(stats.output_tokens_per_s, 2), "tokens/s", model=model)
             check.measure(f"TTFT p99 at concurrency {concurrency}", stats.ttft_ms["p99"], "ms", model=model)
+            check.measure(f"requests/s at concurrency {concurrency}", round(stats.requests_per_s, 2), "requests/s",
+                          model=model)
             if stats.stuck:
                 _report_stuck(check, model, stats, limit=3)
             concurrency *= 2
@@ -255,10 +264,21 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
         for c_from, c_to, before, after in verdict.drops:
             check.finding(f"{model}: output tokens/s fell from {before:.0f} at {c_from} streams to {after:.0f} at "
                           f"{c_to}, before the knee", model=model, rule="curve-collapse")
+        best_rps, tokens_per_request = requests_per_s[best.concurrency] if best else (0.0, None)
+        lower_bound = capacity_is_lower_bound(points, best, _n(check, "curve_min_gain"))
+        check.measure("max requests/s within TTFT SLO", round(best_rps, 2), "requests/s", model=model)
+        check.measure("capacity is a lower bound", "yes" if lower_bound else "no", model=model)
+        if lower_bound:
+            check.finding(f"{model}: capacity >= {best.tokens_per_s:.0f} output tokens/s: tokens/s still rose within "
+                          f"the TTFT SLO at the sweep's top ({best.concurrency} streams, "
+                          "streaming_curve_max_concurrency)", severity="warning", model=model)
         capacity[model] = {"max_output_tokens_per_s_within_slo": round(best.tokens_per_s, 2) if best else 0.0,
+                           "max_requests_per_s_within_slo": round(best_rps, 3),
+                           "output_tokens_per_request": round(tokens_per_request, 2) if tokens_per_request else None,
                            "concurrency": best.concurrency if best else None,
                            "ttft_p99_ms": best.ttft_p99_ms if best else points[0].ttft_p99_ms,
-                           "instances": instance_count(triton.client.model_config(model))}
+                           "instances": instance_count(triton.client.model_config(model)),
+                           "lower_bound": lower_bound}
 
 
 # -- PERF-3 -------------------------------------------------------------------------------------------
@@ -411,7 +431,9 @@ def test_streaming_sigterm_ends_streams_cleanly(triton, faults, check):
     """SIGTERM to a server this run owns, with streams in flight (open loop): every request in
     flight at the signal ends with its final response (at most `shutdown_lost_requests_max` cut
     off without one), none hangs, and the server exits by itself with code 0 within its exit
-    timeout. The server is started again afterwards."""
+    timeout. The server's log says whether it counted those streams as in-flight inferences when
+    it began to drain; when it did not, it unloaded the model under live streams, which is named
+    (a warning when nothing was lost this time). The server is started again afterwards."""
     models = _streaming_models(triton, check)
     if not triton.owns_process:
         check.incomplete(f"the server is attached ({triton.launcher.name}), not owned by this run: no SIGTERM is sent")
@@ -448,7 +470,7 @@ def test_streaming_sigterm_ends_streams_cleanly(triton, faults, check):
                 break
             time.sleep(0.05)
         exit_code = faults.processes.exit_code()
-        log = triton.server_log(60)
+        log = triton.server_log(200)
     finally:
         restore_error = faults.restore(None)
     at_signal = [r for r in result.records if r.sent and r.sent < sigterm_at and (r.end is None or r.end >= sigterm_at)]
@@ -464,17 +486,35 @@ def test_streaming_sigterm_ends_streams_cleanly(triton, faults, check):
     for r in failed[:5]:
         check.finding(f"{model}: request {r.id}, in flight at SIGTERM, ended with an error after {r.tokens} tokens: "
                       f"{r.error}", severity="warning", model=model)
-    held = "failed to stop server: Internal - Exit timeout expired" in log or (exit_s or 0) > exit_timeout
-    live = [line for line in log.splitlines() if "live models" in line and "Found 0 live" not in line]
+    shutdown = read_shutdown_log(log, model)
+    version = triton.client.server_metadata().get("version", "?") if not restore_error else "?"
+    unseen = bool(at_signal) and shutdown.counted == 0  # Triton drained nothing: it unloaded under live streams
+    if shutdown.counted is not None:
+        check.measure("in-flight inferences Triton counted at SIGTERM", shutdown.counted, "requests", model=model)
+    held = shutdown.exit_timeout or (exit_s or 0) > exit_timeout
     check.measure("server exit after SIGTERM", round(exit_s, 2) if exit_s is not None else None, "s", model=model,
                   threshold=exit_timeout,
                   finding=f"{model}: the server did not exit within its exit timeout ({exit_timeout:g} s) after SIGTERM"
-                          + (f": the model stayed loaded ({len(live)} log lines 'Found N live models') although every "
-                             f"client stream had closed {closed_s:.1f} s after the signal" if held and live else ""))
-    aborted = next((line.strip() for line in log.splitlines() if "ASSERTION FAILED" in line or "Signal (6)" in line), None)
+                          + (f": the model stayed loaded ({shutdown.live_lines} log lines 'Found N live models') "
+                             f"although every client stream had closed {closed_s:.1f} s after the signal"
+                             if held and shutdown.live_lines and not shutdown.aborted else ""))
     check.measure("exit code", exit_code, model=model, threshold=0, comparison="==",
                   finding=f"{model}: the server exited with code {exit_code} after SIGTERM with streams in flight"
-                          + (f": it aborted ({aborted})" if aborted else ""))
+                          + (f": it aborted ({shutdown.aborted})" if shutdown.aborted else "")
+                          + (" while it was unloading the model under streams it had not counted as in flight"
+                             if shutdown.aborted and unseen else ""))
+    if unseen:
+        check.finding(f"{model}: Triton {version} counted none of the {len(at_signal)} streams in flight at SIGTERM as "
+                      "in-flight inferences (its log: 'Found 0 model versions that have in-flight inferences') and "
+                      "began to unload the model while they were still being written: the python backend releases a "
+                      "request when execute() returns, and the drain waits only for requests not yet released; an "
+                      "abort in the gRPC frontend in that window cuts every stream", model=model, rule="shutdown-drain",
+                      severity="error" if check.errors else "warning")
+        check.recommend(f"{model}: keep every request inside Triton until its final response (iterative sequence "
+                        "batching, rescheduling unfinished requests with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, "
+                        "as the demo `generate` does), so SIGTERM drains the streams before it unloads the model; "
+                        "from Triton 2.58 (25.05) the gRPC frontend also waits for open streams before the server "
+                        "stops (server PR #7969).")
     check.measure("in-flight streams finished after SIGTERM", round(drained_s, 2), "s", model=model)
     check.measure("client streams closed after SIGTERM", round(closed_s, 2), "s", model=model)
     check.measure("streams left hanging", len(result.stats.stuck) + len(result.in_flight_at_stop), "streams",

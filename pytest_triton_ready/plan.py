@@ -266,7 +266,7 @@ def _actions(settings: Any, rules: Policy) -> list[tuple[str, str]]:
                               f"{_threshold(settings, 'soak_rate_fraction'):g} x PERF-2's capacity within SLO, else "
                               f"{soak.rate or _threshold(settings, 'soak_default_rate_infer_s'):g} requests/s{pinned}"))
     faults = settings.section_model("faults")
-    target = faults.model or "the first READY stateless model (chosen at run time)"
+    target = faults.model or "the first READY stateless model, else a decoupled one under streams (chosen at run time)"
     traffic = f"under {faults.rate_per_s:g} requests/s ({faults.protocol})"
     out.append(("PERF-4", f"forced reload of {target} with a config override, then its own config back, "
                           f"{traffic}{gate('reload')}"))

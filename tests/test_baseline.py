@@ -414,3 +414,32 @@ def first_screen(browser, html: Path, name: str) -> None:
     assert browser.get_log("browser") == []
     assert_no_horizontal_scroll(browser)
     assert browser.save_screenshot(str(artifact_dir() / name))
+
+
+def test_streaming_models_have_ttft_itl_and_token_capacity_key_numbers():
+    def m(name, value, unit, model="generate"):
+        return {"name": name, "value": value, "unit": unit, "model": model}
+
+    def run(ttft, tokens):
+        return {"results": [
+            {"check_id": "PERF-1", "measurements": [m("TTFT p99", ttft, "ms"), m("ITL p99", 7.5, "ms"),
+                                                   m("TTFT p50", 20.0, "ms"), m("success rate", 0.999, "ratio")]},
+            {"check_id": "PERF-2", "measurements": [m("max output tokens/s within TTFT SLO", tokens, "tokens/s"),
+                                                   m("output tokens/s at concurrency 4", tokens, "tokens/s")]}]}
+
+    numbers = key_numbers(run(31.0, 1150.0))
+    assert numbers["generate"] == {"ttft_p99": 31.0, "itl_p99": 7.5, "tokens_capacity": 1150.0, "error_rate": 0.001}
+    comparisons = {c.metric.key: c for c in compare(numbers, key_numbers(run(20.0, 1600.0)), _threshold)}
+    assert comparisons["ttft_p99"].status == REGRESSION and comparisons["tokens_capacity"].status == REGRESSION
+    assert comparisons["itl_p99"].status == "ok"
+    assert comparisons["ttft_p99"].noise is not None  # no windows: regression_noise_default stands in
+    same = compare(numbers, key_numbers(run(30.0, 1160.0)), _threshold)
+    assert {c.status for c in same} <= {"ok", "improved"}
+
+
+def test_the_key_number_table_shows_streaming_columns_only_where_measured():
+    from pytest_triton_ready.report.summary import key_number_table
+
+    headings, rows = key_number_table({"key_numbers": {"generate": {"ttft_p99": 31.0, "tokens_capacity": 1150.0}}})
+    assert headings == ["TTFT p99 at target load (ms)", "output tokens/s within TTFT SLO (tokens/s)"]
+    assert [(model, [c.text for c in cells]) for model, cells in rows] == [("generate", ["31", "1150"])]

@@ -248,3 +248,24 @@ def test_attestation_dated_in_the_future_or_with_a_bad_link_is_refused(tmp_path)
     assert training.problems == ["operations.attestations.team_training.link: 'ftp://files/training' is neither "
                                  "an http(s) URL nor a file path"]
     assert review_attestation(section, "disaster_recovery", 90, TODAY + dt.timedelta(days=3), tmp_path).accepted
+
+
+def test_a_streaming_models_capacity_is_planned_from_the_streaming_curve():
+    from pytest_triton_ready.operations.capacity import from_streaming_capacity, measured_capacities
+
+    streaming = {"max_output_tokens_per_s_within_slo": 1148.6, "max_requests_per_s_within_slo": 36.0,
+                 "output_tokens_per_request": 32.0, "concurrency": 8, "ttft_p99_ms": 31.4, "instances": 1,
+                 "lower_bound": True}
+    measured, problems = measured_capacities({"perf.capacity": {"scale": CAPACITY_FACT["scale"]},
+                                              "perf.streaming_capacity": {"generate": streaming,
+                                                                          "old": {"instances": 1}}})
+    assert set(measured) == {"scale", "generate"} and measured["scale"] == CAPACITY_FACT["scale"]
+    assert problems == ["PERF-2's streaming capacity fact for old lacks max_requests_per_s_within_slo"]
+    fact = from_streaming_capacity("generate", streaming)
+    assert fact["max_throughput_within_slo_infer_s"] == 36.0 and fact["streaming"] and fact["lower_bound"]
+    plan = model_plan("generate", fact, 50, 0.3, None)  # 50 requests/s x 1.3 = 65 -> 2 instances of 36
+    assert (plan.instances_needed, plan.gpus_needed) == (2, 2)
+    assert "measured TTFT p99 31.4 ms, concurrency 8" in "\n".join(plan.arithmetic())
+    # a unary capacity for the same name wins (the unary sweep measured it)
+    assert measured_capacities({"perf.capacity": {"generate": CAPACITY_FACT["scale"]},
+                                "perf.streaming_capacity": {"generate": streaming}})[0]["generate"] == CAPACITY_FACT["scale"]

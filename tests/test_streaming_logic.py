@@ -197,3 +197,219 @@ def test_unary_checks_leave_decoupled_models_to_the_streaming_checks():
 
     target = SimpleNamespace(client=Client(), models=lambda: ["scale", "llm", "down"])
     assert ready_models(target) == ["scale"] and ready_decoupled_models(target) == ["llm"]
+
+
+class _Check:
+    """Just enough of the `check` fixture: NOT APPLICABLE ends the check (as pytest.skip does)."""
+
+    class Ended(Exception):
+        pass
+
+    def __init__(self):
+        self.reason = None
+
+    def not_applicable(self, reason):
+        self.reason = reason
+        raise self.Ended(reason)
+
+
+def _target(states: dict[str, bool], ready: set[str] | None = None):
+    """A target whose models are `states` (name -> decoupled), READY unless left out of `ready`."""
+    from types import SimpleNamespace
+
+    ready = set(states) if ready is None else ready
+
+    class Client:
+        def repository_index(self):
+            return [{"name": n, "version": "1", "state": "READY" if n in ready else "UNAVAILABLE"} for n in states]
+
+        def model_config(self, model):
+            return {"model_transaction_policy": {"decoupled": True}} if states[model] else {"max_batch_size": 8}
+
+    return SimpleNamespace(client=Client(), models=lambda: list(states))
+
+
+def test_a_unary_check_defers_to_its_streaming_counterpart_only_when_every_ready_model_streams():
+    from pytest_triton_ready.models import covered_by_streaming, defer_to_streaming, streaming_only
+
+    assert streaming_only([], ["llm"]) and not streaming_only(["scale"], ["llm"]) and not streaming_only([], [])
+    reason = covered_by_streaming([], ["llm", "chat"], "test_streaming_slo_at_target_load (PERF-1)", "measures TTFT")
+    assert reason == ("every READY model in scope is decoupled (llm, chat): test_streaming_slo_at_target_load (PERF-1) "
+                      "(checks/test_streaming.py) measures TTFT")
+    assert covered_by_streaming(["scale"], ["llm"], "x", "y") is None  # a unary model to run the check on
+    assert covered_by_streaming([], [], "x", "y") is None  # nothing READY: the check's own INCOMPLETE stands
+
+    check = _Check()
+    with pytest.raises(_Check.Ended):
+        defer_to_streaming(check, _target({"llm": True, "broken": False}, ready={"llm"}), "test_x (PERF-3)", "soaks")
+    assert check.reason.startswith("every READY model in scope is decoupled (llm): test_x (PERF-3)")
+    check = _Check()
+    defer_to_streaming(check, _target({"llm": True, "scale": False}), "test_x (PERF-3)", "soaks")  # returns: mixed
+    defer_to_streaming(check, _target({"llm": True}), "test_x (PERF-3)", "soaks", unary=["scale"])  # the check's list
+    defer_to_streaming(check, _target({"scale": False}, ready=set()), "test_x (PERF-3)", "soaks")  # nothing READY
+    assert check.reason is None
+
+
+SHUTDOWN_UNSEEN = """I1201 01:09:03.540148 20185 http_server.cc:4713] "Started HTTPService at 127.0.0.1:33867"
+Signal (15) received.
+I1201 01:09:07.423177 20185 server.cc:305] "Waiting for in-flight requests to complete."
+I1201 01:09:07.423206 20185 server.cc:321] "Timeout 30: Found 0 model versions that have in-flight inferences"
+I1201 01:09:07.423287 20185 server.cc:336] "All models are stopped, unloading models"
+I1201 01:09:07.423291 20185 server.cc:345] "Timeout 30: Found 1 live models and 0 in-flight non-inference requests"
+E1201 01:09:07.671875266   20261 proto_buffer_writer.h:65]             ASSERTION FAILED: !byte_buffer->Valid()
+Signal (6) received.
+"""
+SHUTDOWN_DRAINED = """Signal (15) received.
+I1201 01:12:11.627065 26918 server.cc:305] "Waiting for in-flight requests to complete."
+I1201 01:12:11.627090 26918 server.cc:321] "Timeout 30: Found 2 model versions that have in-flight inferences"
+I1201 01:12:11.627093 26918 server.cc:325] "Model 'other' (version 1) has 4 in-flight inferences"
+I1201 01:12:11.627093 26918 server.cc:325] "Model 'generate' (version 1) has 3 in-flight inferences"
+I1201 01:12:12.627220 26918 server.cc:321] "Timeout 29: Found 0 model versions that have in-flight inferences"
+I1201 01:12:12.627386 26918 server.cc:336] "All models are stopped, unloading models"
+I1201 01:12:12.627391 26918 server.cc:345] "Timeout 29: Found 1 live models and 0 in-flight non-inference requests"
+I1201 01:12:13.627506 26918 server.cc:345] "Timeout 28: Found 1 live models and 0 in-flight non-inference requests"
+I1201 01:12:14.254145 26918 model_lifecycle.cc:624] "successfully unloaded 'generate' version 1"
+I1201 01:12:14.627506 26918 server.cc:345] "Timeout 27: Found 0 live models and 0 in-flight non-inference requests"
+"""
+
+
+def test_the_shutdown_log_says_whether_triton_counted_the_streams_before_it_unloaded():
+    from pytest_triton_ready.load.streaming_rules import read_shutdown_log
+
+    # Triton 2.51 with a model that releases its requests when execute() returns: nothing to drain, an abort
+    unseen = read_shutdown_log("Signal (15) received.\nearlier run\n" + SHUTDOWN_UNSEEN, "generate")
+    assert (unseen.signalled, unseen.counted, unseen.live_lines, unseen.exit_timeout) == (True, 0, 1, False)
+    assert unseen.aborted.endswith("ASSERTION FAILED: !byte_buffer->Valid()")
+    # the same server with the requests kept inside Triton (iterative sequence batching): drained first
+    drained = read_shutdown_log(SHUTDOWN_DRAINED, "generate")
+    assert (drained.counted, drained.aborted, drained.live_lines) == (3, None, 2)
+    assert read_shutdown_log(SHUTDOWN_DRAINED, "absent").counted == 0
+    assert read_shutdown_log("no signal here", "generate") == read_shutdown_log("", "generate")
+    assert not read_shutdown_log("", "generate").signalled
+    held = SHUTDOWN_DRAINED + 'E1201 01:12:44 main.cc:535] "failed to stop server: Internal - Exit timeout expired."\n'
+    assert read_shutdown_log(held, "generate").exit_timeout
+
+
+def test_the_demo_keeps_its_requests_inside_triton_until_the_final_response():
+    """The SIGTERM root cause on Triton 2.51: a request the python backend released (execute()
+    returned) is not drained. The shipped demo reschedules unfinished requests into an iterative
+    sequence batcher instead, so the server counts every stream as in flight at SIGTERM."""
+    from pytest_triton_ready.rules.modelconfig import read_model_directory
+
+    config = read_model_directory(STREAMING_DEMO_REPOSITORY / "generate").config
+    assert config.model_transaction_policy.decoupled and config.sequence_batching.iterative_sequence
+    assert config.max_batch_size >= 8 and config.sequence_batching.HasField("oldest")
+    model = (STREAMING_DEMO_REPOSITORY / "generate" / "1" / "model.py").read_text()
+    assert "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE" in model and "request.correlation_id()" in model
+
+
+def test_a_curve_whose_best_point_is_its_last_and_still_rising_is_a_lower_bound():
+    from pytest_triton_ready.load.streaming_rules import capacity_is_lower_bound
+
+    rising = [CurvePoint(1, 160, 20), CurvePoint(2, 320, 21), CurvePoint(4, 640, 22)]
+    assert capacity_is_lower_bound(rising, rising[-1], 0.05)
+    flat = [CurvePoint(1, 160, 20), CurvePoint(2, 320, 21), CurvePoint(4, 330, 22)]
+    assert not capacity_is_lower_bound(flat, flat[-1], 0.05)
+    assert not capacity_is_lower_bound(rising, rising[1], 0.05) and not capacity_is_lower_bound(rising, None, 0.05)
+    assert not capacity_is_lower_bound(rising[:1], rising[0], 0.05)
+
+
+DEMO_METADATA = {"inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [-1, 1]},
+                            {"name": "MAX_TOKENS", "datatype": "INT32", "shape": [-1, 1]}],
+                 "outputs": [{"name": "TOKEN", "datatype": "BYTES", "shape": [-1, 1]}]}
+
+
+def test_fault_traffic_and_probes_of_a_streaming_model_count_streams_without_a_final_response_as_failed():
+    from pytest_triton_ready.faults.streaming import STUCK, StreamingTrafficResult, judge_probe
+    from pytest_triton_ready.load.streaming import StreamingResult, StuckRequest
+
+    def record(rid, text=None, error=None, final=True):
+        return RequestRecord(rid, 0, 1.0, sent=1.0, end=1.2, final=final and error is None, error=error,
+                             text=list(text or []), tokens=len(text or []))
+
+    records = [record("a", ["the", "model"]), record("b", ["a", "cpu"]),
+               record("c", error="Stub process 'generate_0_0' is not healthy."), record("d", ["the"], final=False)]
+    tally = StreamTally()
+    for r in records[:3]:
+        tally.record(r)
+    tally.record_stuck(records[3], 12.0)
+    result = StreamingResult(tally.summary(), None, records,
+                             [StuckRequest("e", 1, 0, 0, 11.0)], [])
+    probe = judge_probe("generate", result, ["the", "model"], 10.0)
+    assert (probe.sent, probe.ok, probe.wrong_answers) == (5, 1, 1)
+    assert probe.unhealthy_instances == ["generate_0_0"] and not probe.every_instance_answers
+    assert probe.errors[STUCK.format(deadline=10.0)] == 2  # d (no final) and e (in flight at the stop)
+    assert judge_probe("generate", StreamingResult(tally.summary(), None, records[:2], [], []), None, 10.0).every_instance_answers
+
+    view = StreamingTrafficResult(result, None, 10.0).stats
+    assert view.count_ok == 2 and view.count_errors == 3  # c failed; d stuck; e in flight at the stop
+    assert view.errors[STUCK.format(deadline=10.0)] == 2
+
+
+def test_the_streaming_engine_bins_ends_errors_and_drops_on_a_timeline():
+    from pytest_triton_ready.load.streaming import StreamingLoad
+    from pytest_triton_ready.load.timeline import Timeline
+
+    plan = StreamingPlan.from_metadata("generate", DEMO_METADATA, {"max_batch_size": 16})
+    load = StreamingLoad("127.0.0.1:1", plan, rate=10.0, timeline_bin_s=0.1)
+    load._t0 = 100.0
+    load.timeline = Timeline(100.0, 0.1)
+    ok = RequestRecord("u0-r1", 0, start=100.0, sent=100.0, first=100.02, last_data=100.05, end=100.06, tokens=4,
+                       responses=5, final=True)
+    load._finish(ok)
+    load._finish(RequestRecord("u1-r2", 1, start=100.0, sent=100.0, end=100.01, error="stream closed before the final response"))
+    load.timeline.finish(100.0 + 0.35)
+    bins, _ = load.timeline.snapshot()
+    assert sum(b.ok for b in bins) == 1 and sum(b.errors for b in bins) == 1
+    request = build_request("generate", plan.arrays("p", 2, np.random.default_rng(0)), "r1", version="2")
+    assert request.model_version == "2" and list(request.inputs[0].shape) == [1, 1]
+
+
+def test_malformed_streamed_requests_break_one_thing_each():
+    from pytest_triton_ready.security.malformed import UNKNOWN_MODEL
+    from pytest_triton_ready.security.streaming import good_request, streaming_cases
+
+    plan = StreamingPlan.from_metadata("generate", DEMO_METADATA, {"max_batch_size": 16})
+    good = good_request(plan)
+    cases = {c.name: c for c in streaming_cases(plan, {"max_batch_size": 16}, 3 * 2**20)}
+    assert list(cases) == ["wrong datatype", "wrong shape", "missing input", "raw bytes cut short", "oversize payload",
+                           "batch above max_batch_size", "unknown model"]
+    assert cases["wrong datatype"].request.inputs[0].datatype == "FP32" and good.inputs[0].datatype == "BYTES"
+    assert list(cases["wrong shape"].request.inputs[0].shape) == [1, 1, 1]
+    assert [t.name for t in cases["missing input"].request.inputs] == ["MAX_TOKENS"]
+    assert len(cases["missing input"].request.raw_input_contents) == 1
+    assert len(cases["raw bytes cut short"].request.raw_input_contents[1]) == 2  # 2 of the INT32's 4 bytes
+    assert len(cases["oversize payload"].request.raw_input_contents[0]) > 3 * 2**20
+    assert list(cases["oversize payload"].request.inputs[0].shape) == [1, 1]  # a valid shape: the model must refuse
+    batch = cases["batch above max_batch_size"].request
+    assert [list(t.shape)[0] for t in batch.inputs] == [17, 17] and len(batch.raw_input_contents[1]) == 17 * 4
+    assert cases["unknown model"].request.model_name == UNKNOWN_MODEL
+    assert "batch above max_batch_size" not in {c.name for c in streaming_cases(plan, {"max_batch_size": 0}, 10)}
+
+
+def test_the_rollout_watcher_asks_only_its_own_client_from_its_thread():
+    """The rollout's watcher runs in a thread of its own; HTTP clients are not shared across threads
+    (tritonclient.http on gevent breaks: "cannot switch to a different thread"). `answers_once`
+    must therefore ask nothing of the run's client: the streaming plan comes in, decided before."""
+    from types import SimpleNamespace
+
+    from pytest_triton_ready.faults import FaultInjector, FaultPlan
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the run's client was used from the watcher thread: {name}")
+
+    class Own:
+        asked = []
+
+        def infer(self, model, version=None):
+            self.asked.append((model, version))
+            return SimpleNamespace(ok=True)
+
+    target = SimpleNamespace(client=Untouchable(), launcher=None, settings=SimpleNamespace(headers={}),
+                             endpoints=SimpleNamespace(grpc_url="127.0.0.1:1"), owns_process=True)
+    injector = FaultInjector(target, None, FaultPlan())
+    own = Own()
+    assert injector.answers_once("scale", own, "2") and own.asked == [("scale", "2")]
+    plan = StreamingPlan.from_metadata("generate", DEMO_METADATA, {"max_batch_size": 16})
+    assert not injector.answers_once("generate", Untouchable(), "2", "127.0.0.1:1", plan)  # nothing listens there

@@ -3,7 +3,10 @@
 One reading serves the report's key-numbers table, PERF-5's comparison with a baseline run and the
 history index: capacity within SLO (PERF-2), p50/p99 and error rate at the target load (PERF-1),
 p99 drift and memory slopes of the soak (PERF-3), the worst recovery time (PERF-4), and the
-window-to-window noise PERF-5 recorded. Numbers a run did not measure are simply absent.
+window-to-window noise PERF-5 recorded. Decoupled (streaming) models add TTFT p99 and ITL p99 at
+the target load (PERF-1) and output tokens/s within the TTFT SLO (PERF-2), as
+checks/test_streaming.py records them; they have no windows, so PERF-5 counts them with the
+default noise (regression_noise_default). Numbers a run did not measure are simply absent.
 
 Soak and recovery numbers that a check recorded without a model belong to the whole run: they are
 kept under the model key ALL ("all models").
@@ -37,7 +40,15 @@ METRICS: tuple[Metric, ...] = (
     Metric("soak_drift", "soak p99 drift", "ratio", "lower", "regression_drift_rise_max", True, None),
     Metric("leak_slope", "memory slope (worst)", "MB/h", "lower", "regression_memory_slope_rise_max_mb_h", False, None),
     Metric("recovery", "worst recovery time", "s", "lower", "regression_recovery_rise_max", True, None),
+    # streaming: no window noise is recorded ("noise_streaming" never is), so regression_noise_default applies
+    Metric("ttft_p99", "TTFT p99 at target load", "ms", "lower", "regression_p99_rise_max", True, "streaming"),
+    Metric("itl_p99", "ITL p99 at target load", "ms", "lower", "regression_p99_rise_max", True, "streaming"),
+    Metric("tokens_capacity", "output tokens/s within TTFT SLO", "tokens/s", "higher", "regression_capacity_drop_max",
+           True, "streaming"),
 )
+# The streaming checks' measurement names (checks/test_streaming.py) that are key numbers.
+STREAMING_NAMES = {("PERF-1", "TTFT p99"): "ttft_p99", ("PERF-1", "ITL p99"): "itl_p99",
+                   ("PERF-2", "max output tokens/s within TTFT SLO"): "tokens_capacity"}
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 
 # PERF-5 records these per model; a later run reads them as the baseline's noise.
@@ -86,6 +97,10 @@ def key_numbers(source: Any) -> dict[str, dict[str, float]]:
     for m in _measurements(results, "PERF-2"):
         if m.get("name") == "max throughput within SLO":
             put(m.get("model"), "capacity", m.get("value"))
+    for (check_id, name), key in STREAMING_NAMES.items():
+        for m in _measurements(results, check_id):
+            if m.get("name") == name:
+                put(m.get("model"), key, m.get("value"))
     for m in _measurements(results, "PERF-1"):
         name = m.get("name")
         if name == "p50 latency":

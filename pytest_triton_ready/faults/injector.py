@@ -6,6 +6,9 @@ Low-level faults: `kill_stub`, `kill_server` + `start_server`, `terminate_server
 recovery, timeline): `forced_reload`, `version_rollout`, `instance_restart`, `server_restart`,
 `graceful_shutdown`. Every destructive experiment leaves the server ready, every instance
 answering, before it returns (`restore`), so the checks after it measure a healthy server.
+
+On a decoupled (streaming) model the traffic is streamed and the probes are streamed requests
+(faults/streaming.py): a forced reload, a rollout and a crash + restart run the same way on it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from contextlib import ExitStack
 from typing import Any
 
 from ..client import http_status
-from ..models import instance_count
+from ..load.streaming import stream_once
+from ..models import instance_count, is_decoupled
 from .experiment import Experiment, one_line, run_experiment
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .plan import FaultPlan
@@ -108,6 +112,29 @@ class FaultInjector:
             candidates.append((config.get("backend") != "python", -instance_count(config), model))
         return min(candidates)[2] if candidates else None
 
+    def choose_streaming_model(self) -> str | None:
+        """The decoupled model the experiments break where no stateless unary model is in scope:
+        `faults.model` when it is a READY decoupled one, else the first READY decoupled model in
+        scope, python backend and most instances first."""
+        ready = {e["name"] for e in self.client.repository_index() if e.get("state") == "READY"}
+        if self.plan.model:
+            return self.plan.model if self.plan.model in ready and self.is_streaming(self.plan.model) else None
+        candidates = []
+        for model in self.target.models():
+            if model in ready and self.is_streaming(model):
+                config = self.client.model_config(model)
+                candidates.append((config.get("backend") != "python", -instance_count(config), model))
+        return min(candidates)[2] if candidates else None
+
+    def is_streaming(self, model: str) -> bool:
+        """True for a decoupled model: it answers over gRPC streams only."""
+        return is_decoupled(self.client.model_config(model))
+
+    def streaming_plan(self, model: str, client: Any = None):
+        from .streaming import streaming_plan
+
+        return streaming_plan(client or self.client, model)
+
     def new_client(self, http_url: str | None = None, grpc_url: str | None = None, timeout_s: float = 5.0):
         from ..client import TritonClient
 
@@ -117,8 +144,27 @@ class FaultInjector:
                             timeout_s, settings.triton_dynamic_dim, settings.input_shapes)
 
     def prober(self, model: str, client_factory: Callable[[], Any] | None = None, client: Any = None) -> InstanceProber:
+        """Real requests over every instance of `model`: unary, or streamed for a decoupled model."""
         config = (client or self.client).model_config(model, fresh=True)
+        if is_decoupled(config):
+            from .streaming import StreamingProber
+
+            return StreamingProber(self.target.endpoints.grpc_url, self.streaming_plan(model, client),
+                                   instance_count(config), self.plan.probe_span_s, self.target.settings.headers)
         return InstanceProber(client_factory or self.new_client, model, instance_count(config), self.plan.probe_span_s)
+
+    def answers_once(self, model: str, client: Any, version: str | None = None, grpc_url: str | None = None,
+                     plan: Any = None) -> bool:
+        """One request to `model` (that `version` of it) answered: with a StreamingPlan (a decoupled
+        model) a streamed request over `grpc_url` (default the server's), else a unary one through
+        `client`. Safe from any thread when `client` belongs to it: nothing else is asked."""
+        if plan is not None:
+            from .streaming import PROBE_PROMPT, PROBE_TOKENS
+
+            answer = stream_once(grpc_url or self.target.endpoints.grpc_url, plan, PROBE_PROMPT, PROBE_TOKENS,
+                                 timeout_s=5.0, headers=self.target.settings.headers, version=version)
+            return answer.final and answer.error is None
+        return client.infer(model, version=version).ok
 
     def every_instance_answers(self, prober: InstanceProber, traffic: Any = None) -> bool:
         """One probe of every instance answered correctly, and the traffic (when given) had no
@@ -197,8 +243,15 @@ class FaultInjector:
         return None
 
     # -- traffic ---------------------------------------------------------------------------------
-    def _traffic(self, model: str, engine: Any = None):
+    def _traffic(self, model: str, engine: Any = None, grpc_url: str | None = None, client: Any = None):
+        """Open-loop traffic at `faults.rate_per_s`: streamed for a decoupled model (over
+        `grpc_url`, default the server's), else the load engine's (`engine`, default the run's)."""
         plan = self.plan
+        if self.is_streaming(model):
+            from .streaming import StreamingTraffic
+
+            return StreamingTraffic(grpc_url or self.target.endpoints.grpc_url, self.streaming_plan(model, client),
+                                    plan.rate_per_s, headers=self.target.settings.headers, late_drop_s=plan.late_drop_s)
         return (engine or self.engine).open_loop(model, rate=plan.rate_per_s, protocol=plan.protocol,
                                                  late_drop_s=plan.late_drop_s)
 
@@ -340,7 +393,7 @@ class ForcedReload(_InjectorExperiment):
         traffic.event("reload returned")
         serving = wait_until(
             lambda: (client.model_config(model, fresh=True).get("parameters") or {}).get(RELOAD_MARKER) == marker
-            and prober.client.infer(model, protocol="grpc").ok, self.plan.recovery_timeout_s)
+            and prober.answers(), self.plan.recovery_timeout_s)
         if serving is not None:
             outcome.serve_s = time.monotonic() - started
             traffic.event("reloaded model serves")
@@ -408,7 +461,7 @@ class VersionRollout(_InjectorExperiment):
             outcome.notes.append(f"the version policy is `specific`: version {self.new} was named in a config override")
 
     def open_traffic(self) -> Any:
-        return self.injector._traffic(self.model, self.engine)
+        return self.injector._traffic(self.model, self.engine, self.endpoints.grpc_url, self.client)
 
     @property
     def event(self) -> str:
@@ -417,11 +470,13 @@ class VersionRollout(_InjectorExperiment):
     def fault(self, traffic: Any) -> None:
         outcome, model, new, endpoints = self.outcome, self.model, self.new, self.endpoints
         own: dict[str, Any] = {}  # the watcher's thread gets its own client: one HTTP client per thread
+        plan = self.injector.streaming_plan(model, self.client) if self.injector.is_streaming(model) else None
 
         def new_version_serves() -> bool:
             if "client" not in own:
                 own["client"] = self.injector.new_client(endpoints.http_url, endpoints.grpc_url)
-            return own["client"].model_ready(model, str(new)) and own["client"].infer(model, version=str(new)).ok
+            return own["client"].model_ready(model, str(new)) and self.injector.answers_once(
+                model, own["client"], str(new), endpoints.grpc_url, plan)
 
         watcher = Watcher({"new version serves": new_version_serves}, interval_s=0.05)
         self.fault_attempted = True
@@ -565,11 +620,8 @@ class ServerRestart(_InjectorExperiment):
         self.starter_error: list[BaseException] = []
 
     def _correct_inference(self) -> bool:
-        import numpy as np
-
-        inputs, outputs = self.prober.reference
-        answer = self.probe_client.infer(self.model, inputs)
-        return answer.ok and all(np.array_equal(v, answer.outputs.get(k)) for k, v in outputs.items())
+        """The same answer to the same input as before the crash."""
+        return self.prober.reference is not None and self.prober.answers(self.probe_client, protocol=None)
 
     def fault(self, traffic: Any) -> None:
         injector, outcome, plan = self.injector, self.outcome, self.plan

@@ -73,9 +73,15 @@ class InstanceProber:
             self.reference = (outcome.inputs, outcome.outputs)
         return outcome.ok
 
-    def _one(self, _: int) -> tuple[bool, str | None]:
+    def answers(self, client: Any = None, protocol: str | None = "grpc") -> bool:
+        """One request answered through `client` (default the prober's own; `protocol` None: the
+        client's default), with the reference output for the reference input once one was taken."""
+        return self._one(0, client, protocol)[0]
+
+    def _one(self, _: int, client: Any = None, protocol: str | None = "grpc") -> tuple[bool, str | None]:
         inputs = self.reference[0] if self.reference else None
-        outcome = self.client.infer(self.model, inputs, protocol="grpc")
+        options = {"protocol": protocol} if protocol else {}
+        outcome = (client or self.client).infer(self.model, inputs, **options)
         if not outcome.ok:
             return False, outcome.error or "unknown error"
         if self.reference and not all(np.array_equal(v, outcome.outputs.get(k)) for k, v in self.reference[1].items()):

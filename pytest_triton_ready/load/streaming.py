@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from .stats import LatencyHistogram
+from .timeline import Timeline
 
 STREAMING_DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "streaming"
 FINAL = "triton_final_response"
@@ -114,12 +115,13 @@ def _np_type(datatype: str):
 
 
 def build_request(model: str, arrays: Mapping[str, np.ndarray], request_id: str, *,
-                  empty_final: bool = True) -> Any:
-    """A ModelInferRequest (tritonclient's service_pb2) with raw input contents and an id."""
+                  empty_final: bool = True, version: str | None = None) -> Any:
+    """A ModelInferRequest (tritonclient's service_pb2) with raw input contents and an id; for
+    `version` of the model when given (else the version the server's policy picks)."""
     from tritonclient.grpc import service_pb2
     from tritonclient.utils import np_to_triton_dtype, serialize_byte_tensor
 
-    request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
+    request = service_pb2.ModelInferRequest(model_name=model, id=request_id, model_version=version or "")
     if empty_final:
         request.parameters[EMPTY_FINAL].bool_param = True
     for name, array in arrays.items():
@@ -346,11 +348,25 @@ class _Stream:
         self.reader = asyncio.ensure_future(self._read())
 
     async def send(self, request: Any, rec: RequestRecord) -> asyncio.Future:
+        """Write the request; its future resolves with the record at its final response or error.
+        A write on a stream the server already ended (or never opened) ends the request at once
+        with that error."""
         future = asyncio.get_running_loop().create_future()
         self.pending[rec.id] = (rec, future)
         async with self.write_lock:
             rec.sent = time.monotonic()
-            await self.call.write(request)
+            if self.closed is not None:  # the reader saw the stream end: nothing written here is answered
+                rec.error = f"stream closed before the final response: {self.closed}"
+                rec.end = rec.sent
+                self._done(rec, future)
+                return future
+            try:
+                await self.call.write(request)
+            except Exception as exc:  # noqa: BLE001 - said on the request
+                reason = self.closed or (getattr(exc, "details", lambda: None)() or f"{type(exc).__name__}: {exc}")
+                rec.error = rec.error or f"stream closed before the final response: {reason}"
+                rec.end = rec.end or time.monotonic()
+                self._done(rec, future)
         return future
 
     async def _read(self) -> None:
@@ -425,6 +441,7 @@ class StreamingResult:
     records: list[RequestRecord]
     in_flight_at_stop: list[StuckRequest]
     events: list[tuple[float, str]]
+    timeline: Timeline | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"stats": self.stats.to_dict(), "in_flight_at_stop": [vars(s) for s in self.in_flight_at_stop],
@@ -444,7 +461,8 @@ class StreamingLoad:
                  rate: float | None = None, users: int | None = None, poisson: bool = False,
                  duration_s: float | None = None, warmup_s: float = 0.0, deadline_s: float = 30.0,
                  prompts: PromptSource | None = None, max_tokens: int = 32, headers: Mapping[str, str] | None = None,
-                 keep_records: int = 0, keep_text: bool = False, late_drop_s: float = 0.5, seed: int | None = None) -> None:
+                 keep_records: int = 0, keep_text: bool = False, late_drop_s: float = 0.5, seed: int | None = None,
+                 timeline_bin_s: float | None = None, reconnect: bool = False, version: str | None = None) -> None:
         if (concurrency is None) == (rate is None):
             raise ValueError("give either concurrency (closed loop) or rate (open loop)")
         self.grpc_url = grpc_url
@@ -474,6 +492,12 @@ class StreamingLoad:
         self._t0 = 0.0
         self._cancel_streams = False
         self._streams: list[_Stream] = []
+        self.timeline_bin_s = timeline_bin_s
+        self.timeline: Timeline | None = None  # with timeline_bin_s: per-bin successes, errors, drops, p99
+        self.reconnect = reconnect
+        self.version = version
+        self._started = threading.Event()
+        self._stub: Any = None
 
     # -- control from any thread ----------------------------------------------------------------
     def start(self) -> StreamingLoad:
@@ -500,7 +524,17 @@ class StreamingLoad:
         return self.start().wait()
 
     def event(self, name: str) -> None:
-        self.events.append((round(time.monotonic() - self._t0, 3), name))
+        now = time.monotonic()
+        self.events.append((round(now - self._t0, 3), name))
+        if self.timeline is not None:
+            self.timeline.event(name, now)
+
+    def wait_started(self, timeout_s: float = 10.0) -> bool:
+        """True once the streams are open and the clock runs (`start()` returns before that)."""
+        return self._started.wait(timeout_s)
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._t0 if self._started.is_set() else 0.0
 
     def in_flight(self) -> int:
         return sum(len(s.pending) for s in self._streams)
@@ -531,6 +565,8 @@ class StreamingLoad:
             asyncio.run_coroutine_threadsafe(self._run(), shared_loop()).result()
         except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
             self._error = exc
+        finally:
+            self._started.set()  # nobody waits for a start that failed
 
     async def _run(self) -> None:
         import grpc
@@ -538,9 +574,12 @@ class StreamingLoad:
 
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         async with grpc.aio.insecure_channel(self.grpc_url, options=options) as channel:
-            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            self._streams = [_Stream(stub, u, self.metadata, self.plan.token_output, self.keep_text) for u in range(self.users)]
+            self._stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            self._streams = [self._open(u) for u in range(self.users)]
             self._t0 = time.monotonic()
+            if self.timeline_bin_s:
+                self.timeline = Timeline(self._t0, self.timeline_bin_s)
+            self._started.set()
             end = self._t0 + self.warmup_s + self.duration_s if self.duration_s is not None else None
             watcher = asyncio.ensure_future(self._watch_stop(end))
             if self.concurrency is not None:
@@ -557,13 +596,20 @@ class StreamingLoad:
             await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.gather(*(s.close(cancel=True) for s in self._streams), return_exceptions=True)
             del in_flight
+        if self.timeline is not None:
+            self.timeline.finish(time.monotonic())
         self._result = StreamingResult(self.tally.summary(), self.warm_tally.summary() if self.warmup_s else None,
-                                       self.records, leftover, self.events)
+                                       self.records, leftover, self.events, self.timeline)
+
+    def _open(self, user: int) -> _Stream:
+        return _Stream(self._stub, user, self.metadata, self.plan.token_output, self.keep_text)
 
     async def _watch_stop(self, end: float | None) -> None:
         while not self._stop.is_set():
             if end is not None and time.monotonic() >= end:
                 return
+            if self.timeline is not None:
+                self.timeline.tick(time.monotonic())
             await asyncio.sleep(0.02)
 
     async def _drain(self, tasks: list[asyncio.Future]) -> list:
@@ -580,13 +626,18 @@ class StreamingLoad:
         prompt, max_tokens = self.prompts(n)
         rid = f"u{user}-r{n}"
         arrays = self.plan.arrays(prompt, max_tokens, self.rng)
-        return build_request(self.plan.model, arrays, rid), RequestRecord(rid, user, start)
+        return build_request(self.plan.model, arrays, rid, version=self.version), RequestRecord(rid, user, start)
 
     def _tally_for(self, rec: RequestRecord) -> StreamTally:
         return self.warm_tally if rec.start - self._t0 < self.warmup_s else self.tally
 
     def _finish(self, rec: RequestRecord) -> None:
         self._tally_for(rec).record(rec)
+        if self.timeline is not None:
+            if rec.error is None and rec.latency_s is not None:
+                self.timeline.ok(time.monotonic(), rec.latency_s)
+            else:
+                self.timeline.error(time.monotonic())
         if self.keep_records and len(self.records) < self.keep_records:
             self.records.append(rec)
 
@@ -607,6 +658,8 @@ class StreamingLoad:
         except asyncio.TimeoutError:
             stream.forget(rec)
             self.tally.record_stuck(rec, time.monotonic())  # stuck in the warm-up is still stuck
+            if self.timeline is not None:
+                self.timeline.error(time.monotonic())
             if self.keep_records and len(self.records) < self.keep_records:
                 self.records.append(rec)
             return
@@ -617,16 +670,22 @@ class StreamingLoad:
         interval = 1.0 / self.rate
         due = time.monotonic()
         waiting: set[asyncio.Future] = set()
-        users = itertools.cycle(self._streams)
+        users = itertools.cycle(range(len(self._streams)))
         rnd = random.Random(int(self.rng.integers(1 << 30)))
         while not self._stop.is_set():
             now = time.monotonic()
             if due > now:
                 await asyncio.sleep(due - now)
                 continue
-            stream = next(users)
+            index = next(users)
+            if self.reconnect and self._streams[index].closed:
+                # a client that lost its stream (the server went away) opens a new one for its next request
+                self._streams[index] = self._open(self._streams[index].user)
+            stream = self._streams[index]
             if now - due > self.late_drop_s:
                 self._tally_for(RequestRecord("", 0, due)).dropped += 1
+                if self.timeline is not None:
+                    self.timeline.drop(now)
             else:
                 request, rec = self._new_request(stream.user, due)
                 future = await stream.send(request, rec)
@@ -640,19 +699,33 @@ class StreamingLoad:
 
 # -- one request, for correctness checks -----------------------------------------------------------
 def stream_once(grpc_url: str, plan: StreamingPlan, prompt: str, max_tokens: int, *, timeout_s: float = 30.0,
-                headers: Mapping[str, str] | None = None) -> RequestRecord:
+                headers: Mapping[str, str] | None = None, version: str | None = None) -> RequestRecord:
     """Send one request on its own stream and wait for its final response (or the timeout); the
-    record keeps the decoded tokens of a BYTES token output."""
+    record keeps the decoded tokens of a BYTES token output. `version`: that version of the model."""
     load = StreamingLoad(grpc_url, plan, concurrency=1, duration_s=None, deadline_s=timeout_s,
-                         prompts=lambda n: (prompt, max_tokens), keep_records=1, keep_text=True, headers=headers)
+                         prompts=lambda n: (prompt, max_tokens), keep_records=1, keep_text=True, headers=headers,
+                         version=version)
+    request, rec = load._new_request(0, time.monotonic())
+    return send_request(grpc_url, request, plan.token_output, timeout_s=timeout_s, headers=headers, record=rec)
+
+
+def send_request(grpc_url: str, request: Any, token_output: str, *, timeout_s: float = 30.0,
+                 headers: Mapping[str, str] | None = None, record: RequestRecord | None = None) -> RequestRecord:
+    """Send one prebuilt ModelInferRequest on its own stream and wait for its final response, an
+    error, or the timeout (then neither `final` nor `error` is set). Any request, well-formed or
+    not: the record says what came back (tokens, text of a BYTES token output, the error)."""
+    metadata = tuple((k.lower(), v) for k, v in (headers or {}).items())
+    rec = record or RequestRecord(request.id or "r0", 0, time.monotonic())
+    if not request.id:
+        request.id = rec.id
 
     async def one() -> RequestRecord:
         import grpc
         from tritonclient.grpc import service_pb2_grpc
 
-        async with grpc.aio.insecure_channel(grpc_url) as channel:
-            stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(channel), 0, load.metadata, plan.token_output, True)
-            request, rec = load._new_request(0, time.monotonic())
+        options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        async with grpc.aio.insecure_channel(grpc_url, options=options) as channel:
+            stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(channel), 0, metadata, token_output, True)
             rec.start = time.monotonic()
             future = await stream.send(request, rec)
             try:

@@ -5,6 +5,7 @@ histogram says about the first response."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,15 @@ def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fracti
     return CurveVerdict(knee, best, drops)
 
 
+def capacity_is_lower_bound(points: Sequence[CurvePoint], best: CurvePoint | None, min_gain: float) -> bool:
+    """True when the best point within the SLO is the sweep's last and tokens/s still rose by at
+    least `min_gain` (a fraction) from the point before: the capacity lies beyond the sweep."""
+    if best is None or len(points) < 2 or best is not points[-1]:
+        return False
+    before = points[-2].tokens_per_s
+    return before > 0 and best.tokens_per_s >= before * (1 + min_gain)
+
+
 def fitted_growth(samples: Sequence[tuple[float, float]]) -> float:
     """Least-squares slope of (t, value) times the span: the growth a straight line through the
     samples shows (noise in single samples does not decide it). 0 with fewer than 3 samples."""
@@ -146,3 +156,45 @@ def readiness_gates(version: str) -> dict[str, bool]:
     from 2.64 (25.12), strict server readiness from 2.68 (26.04)."""
     v = version_tuple(version)
     return {"model ready shows a dead stub": v >= (2, 64), "server ready shows a dead stub": v >= (2, 68)}
+
+
+_DRAIN = re.compile(r"Found (\d+) model versions that have in-flight inferences")
+_MODEL_IN_FLIGHT = re.compile(r"Model '(?P<model>[^']+)' \(version (?P<version>[^)]+)\) has (?P<n>\d+) in-flight inferences")
+_LIVE = re.compile(r"Found (\d+) live models")
+
+
+@dataclass
+class ShutdownLog:
+    """What a Triton server's log says about its last SIGTERM, for one model."""
+
+    signalled: bool  # a "Signal (15) received." line was found
+    counted: int | None  # in-flight inferences the server counted for the model at its first drain check
+    aborted: str | None  # the abort line (gRPC assertion, SIGABRT), if the server aborted
+    live_lines: int  # "Found N live models" lines with N > 0: seconds spent waiting for models to unload
+    exit_timeout: bool  # the server gave up at its exit timeout
+
+
+def read_shutdown_log(log: str, model: str) -> ShutdownLog:
+    """Read the part of `log` after the last "Signal (15) received." line: how many in-flight
+    inferences Triton counted for `model` when it began to drain (Triton 2.51 counts only requests
+    it has not released; a python-backend model releases a request when execute() returns), whether
+    it aborted, how long it waited for live models, and whether its exit timeout expired."""
+    start = log.rfind("Signal (15) received")
+    if start < 0:
+        return ShutdownLog(False, None, None, 0, False)
+    lines = log[start:].splitlines()
+    counted = None
+    for index, line in enumerate(lines):
+        drain = _DRAIN.search(line)
+        if drain is None:
+            continue
+        counted = 0
+        for follow in lines[index + 1:index + 1 + int(drain.group(1))]:
+            match = _MODEL_IN_FLIGHT.search(follow)
+            if match and match.group("model") == model:
+                counted += int(match.group("n"))
+        break
+    aborted = next((line.strip() for line in lines if "ASSERTION FAILED" in line or "Signal (6)" in line
+                    or "Signal (11)" in line), None)
+    live = sum(1 for line in lines if (m := _LIVE.search(line)) and int(m.group(1)) > 0)
+    return ShutdownLog(True, counted, aborted, live, "Exit timeout expired" in log[start:])

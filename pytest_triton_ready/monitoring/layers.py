@@ -94,11 +94,16 @@ def _infrastructure(after: MetricsSnapshot, gpus: list[GpuReading]) -> list[Laye
 
 def _service_health(window: _Window, after: MetricsSnapshot, gpus: list[GpuReading]) -> list[LayerValue]:
     layer = SERVICE_HEALTH
+    # A cancelled request (reason CANCELED: the client went away, or, on Triton 2.51, the end of an
+    # iterative sequence, whose slot the sequence batcher releases by cancelling a null request) is not
+    # the server failing: it is listed by reason below and left out of the success rates.
     success = window.total("nv_inference_request_success")
-    failure = window.total("nv_inference_request_failure")
+    cancelled = window.total("nv_inference_request_failure", reason="CANCELED")
+    failure = window.total("nv_inference_request_failure") - cancelled
     values = [
         LayerValue(layer, "success rate over the window", _ratio(success, success + failure), "ratio",
-                   note=f"{success:.0f} succeeded, {failure:.0f} failed"),
+                   note=f"{success:.0f} succeeded, {failure:.0f} failed"
+                        + (f" ({cancelled:.0f} cancelled, not counted)" if cancelled else "")),
     ]
     by_reason: dict[str, float] = defaultdict(float)
     for sample in after.select("nv_inference_request_failure"):
@@ -106,7 +111,8 @@ def _service_health(window: _Window, after: MetricsSnapshot, gpus: list[GpuReadi
                                                                             **sample.labels)
     values += [LayerValue(layer, f"failures ({reason})", count, "requests") for reason, count in sorted(by_reason.items())]
     all_success = after.total("nv_inference_request_success")
-    all_failure = after.total("nv_inference_request_failure")
+    all_failure = after.total("nv_inference_request_failure") - after.total("nv_inference_request_failure",
+                                                                            reason="CANCELED")
     values.append(LayerValue(layer, "success rate since the server started",
                              _ratio(all_success, all_success + all_failure), "ratio"))
     queue = _quantile_by_model(after, "nv_inference_queue_summary_us", "0.95")

@@ -37,6 +37,7 @@ class ModelPlan:
     slo_p99_ms: float | None = None
     measured_p99_ms: float | None = None
     measured_concurrency: int | None = None
+    latency_label: str = "p99"  # what measured_p99_ms is: "TTFT p99" for a streaming model
 
     @property
     def per_instance(self) -> float:
@@ -65,7 +66,7 @@ class ModelPlan:
 
     def arithmetic(self) -> list[str]:
         slo = f" (SLO p99 {self.slo_p99_ms:g} ms" if self.slo_p99_ms else " ("
-        slo += f", measured p99 {self.measured_p99_ms:g} ms" if self.measured_p99_ms is not None else ""
+        slo += f", measured {self.latency_label} {self.measured_p99_ms:g} ms" if self.measured_p99_ms is not None else ""
         slo += f", concurrency {self.measured_concurrency}" if self.measured_concurrency else ""
         slo = slo + ")" if slo != " (" else ""
         lines = [
@@ -157,4 +158,39 @@ def model_plan(model: str, fact: dict[str, Any], peak_rate: float, headroom: flo
         slo_p99_ms=fact.get("slo_p99_ms"),
         measured_p99_ms=fact.get("p99_ms"),
         measured_concurrency=fact.get("concurrency"),
+        latency_label=fact.get("latency_label") or "p99",
     )
+
+
+STREAMING_FACT_KEYS = ("max_requests_per_s_within_slo", "instances")
+
+
+def from_streaming_capacity(model: str, fact: dict[str, Any]) -> dict[str, Any]:
+    """PERF-2's streaming capacity (checks/test_streaming.py, `perf.streaming_capacity`) in the
+    plan's terms: a streamed request is one inference, so the capacity is the requests/s that the
+    curve's best point within the TTFT SLO completed (each asking for the curve's token budget);
+    `p99_ms` is that point's TTFT p99. Raises ValueError on a fact that lacks them."""
+    missing = [k for k in STREAMING_FACT_KEYS if fact.get(k) is None]
+    if missing:
+        raise ValueError(f"PERF-2's streaming capacity fact for {model} lacks {', '.join(missing)}")
+    return {"max_throughput_within_slo_infer_s": float(fact["max_requests_per_s_within_slo"]),
+            "p99_ms": fact.get("ttft_p99_ms"), "concurrency": fact.get("concurrency"),
+            "instances": int(fact["instances"]), "slo_p99_ms": None, "lower_bound": bool(fact.get("lower_bound")),
+            "streaming": True, "latency_label": "TTFT p99",
+            "output_tokens_per_request": fact.get("output_tokens_per_request"),
+            "max_output_tokens_per_s_within_slo": fact.get("max_output_tokens_per_s_within_slo")}
+
+
+def measured_capacities(facts: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(every model's measured capacity for the plan, problems): PERF-2's unary `perf.capacity`,
+    and for decoupled models the streaming curve's (`perf.streaming_capacity`, converted by
+    `from_streaming_capacity`); a streaming fact that cannot be used is left out, and said why."""
+    measured = dict(facts.get("perf.capacity") or {})
+    problems = []
+    for model, fact in (facts.get("perf.streaming_capacity") or {}).items():
+        if model not in measured:
+            try:
+                measured[model] = from_streaming_capacity(model, fact)
+            except ValueError as exc:
+                problems.append(str(exc))
+    return measured, problems

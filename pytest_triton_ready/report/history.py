@@ -23,7 +23,8 @@ from .charts import render_chart
 from .model import Chart, Series
 from .summary import _value
 
-TREND_METRICS = ("capacity", "p99", "soak_drift", "leak_slope", "recovery", "error_rate")
+TREND_METRICS = ("capacity", "p99", "soak_drift", "leak_slope", "recovery", "error_rate", "tokens_capacity",
+                 "ttft_p99")
 
 
 def collect(directory: Path) -> list[dict[str, Any]]:
