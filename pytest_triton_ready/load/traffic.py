@@ -27,6 +27,11 @@ from .timeline import Timeline
 
 DEFAULT_MAX_IN_FLIGHT = 1024
 DEFAULT_LATE_DROP_S = 0.05
+# Requests in flight when the traffic stops are left to finish (uncounted) for up to this long, or
+# the request timeout if shorter, before they are cancelled: cancelling a gRPC call while the server
+# answers it crashes tritonserver before 24.12 (SIGSEGV in pthread_mutex_lock; server issues #7368,
+# #8034, fixed by #7840 and #8220), and a measurement must not take the server down.
+DRAIN_S = 10.0
 
 
 @dataclass
@@ -196,7 +201,7 @@ class TrafficResult:
     mode: str
     started_at: float
     ended_at: float
-    in_flight_at_stop: int = 0  # sent but unanswered when the traffic stopped (cancelled, not counted)
+    in_flight_at_stop: int = 0  # sent but unanswered when the traffic stopped (left to finish, not counted)
     sightings: dict[str, dict[str, Sighting]] = field(default_factory=dict)  # model -> reason -> first seen
     timed_out: int = 0  # requests counted as failed because they were outstanding past the request timeout
     completed: int = 0  # answers and errors, warm-up included
@@ -235,6 +240,7 @@ class Traffic:
         self._sent = 0
         self._outstanding: dict[int, tuple[str, float]] = {}  # request number -> (model, sent at), in send order
         self._given_up: set[int] = set()  # counted as timeouts; their late answers are ignored
+        self._draining = False  # the traffic stopped: answers still arriving are not counted
         self.timed_out = 0
         self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
 
@@ -293,15 +299,14 @@ class Traffic:
             ended = time.monotonic()
             self._expire(ended)
             in_flight_at_stop = self._in_flight - len(self._given_up)
-            for worker in workers:
-                worker.cancel()
+            self._draining = True
+            if plan.mode == "open":  # a scheduler only sleeps or spawns: cancelling it cancels no request
+                for worker in workers:
+                    worker.cancel()
+            await self._drain([*workers, *self._tasks])
             await asyncio.gather(*workers, ticker, return_exceptions=True)  # the ticker ends by itself
             for index, begin, end, tallies in self.recorder.roll(ended):  # windows that ended meanwhile
                 await self._close_window(index, begin, end, tallies)
-            pending = list(self._tasks)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
             await self.sender.close()
         self.recorder.finish(ended)
         duration = max(0.0, ended - self.recorder.measure_from)
@@ -309,6 +314,18 @@ class Traffic:
         return TrafficResult(stats, by_model, list(self.windows), self.timeline,
                              list(self.recorder.recent_tallies), plan.mode, self.started, ended, in_flight_at_stop,
                              self.recorder.sightings, self.timed_out, self.recorder.completed)
+
+    async def _drain(self, tasks: list[asyncio.Task]) -> None:
+        """Wait for the requests in flight to finish (DRAIN_S at most, or the request timeout), then
+        cancel what is still open."""
+        pending = [t for t in tasks if not t.done()]
+        if not pending:
+            return
+        limit = min(DRAIN_S, self.plan.request_timeout_s) if self.plan.request_timeout_s else DRAIN_S
+        _, still_open = await asyncio.wait(pending, timeout=limit)
+        for task in still_open:
+            task.cancel()
+        await asyncio.gather(*still_open, return_exceptions=True)
 
     def _expire(self, now: float) -> None:
         """Count requests outstanding past the request timeout as failed (once each)."""
@@ -387,6 +404,8 @@ class Traffic:
             self._outstanding.pop(number, None)
         if number in self._given_up:  # already counted as a timeout
             self._given_up.discard(number)
+            return
+        if self._draining:  # answered after the measurement ended: not part of it
             return
         now = time.monotonic()
         if error is None:
