@@ -454,3 +454,36 @@ def test_reads_of_the_statistics_prove_several_servers_only_when_a_counter_goes_
     assert several_servers([body(5), body(5), body(7), body(9)]) is None  # one busy server
     assert several_servers([body(6), body(5), body(6)]) == "identity: inference_count 6 -> 5"
     assert several_servers([body(5)]) is None
+
+
+def test_requests_in_flight_when_the_traffic_stops_finish_uncounted_instead_of_being_cancelled():
+    """Cancelling a gRPC call the server is answering crashed tritonserver 2.51 (SIGSEGV in
+    pthread_mutex_lock, server issues #7368/#8034): a whole-checklist run lost its server in PERF-2."""
+    import asyncio
+
+    from pytest_triton_ready.load.requests import RequestPool
+    from pytest_triton_ready.load.traffic import Traffic, TrafficPlan
+
+    class SlowSender:
+        def __init__(self):
+            self.finished = self.cancelled = 0
+
+        async def send(self, pool, request, counter):
+            try:
+                await asyncio.sleep(0.3)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+            self.finished += 1
+            return None
+
+        async def close(self):
+            pass
+
+    sender = SlowSender()
+    pool = RequestPool("m", "", 1, (object(),))
+    plan = TrafficPlan({"m": pool}, "closed", concurrency={"m": 4}, duration_s=0.45, window_s=None, bin_s=None,
+                       request_timeout_s=30)
+    result = asyncio.run(Traffic(plan, sender).run())
+    assert sender.cancelled == 0 and sender.finished == 8  # 4 in the measured 0.45 s, 4 left to finish
+    assert result.stats.count_ok == 4 and result.in_flight_at_stop == 4
