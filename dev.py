@@ -2,7 +2,8 @@
 """Bootstrap for a clone: makes .venv when needed, installs the project into it, then runs.
 
     python3 dev.py checklist [pytest options]   the checklist against an embedded Triton server
-    python3 dev.py test [pytest options]        the project's own test suite (or the test files given)
+    python3 dev.py test [pytest options]        the project's own test suite (or the test files given),
+                                                with one rerun for a failed test, named in the summary
 
 Needs only Python >= 3.10 with pip and venv. The install is redone when pyproject.toml changes.
 """
@@ -18,6 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("TRITON_READY_VENV", ROOT / ".venv"))
 EXTRAS = "server,gpu,container,test,distributed,kubernetes"
+# Load, soak and fault tests measure real traffic on a shared 2-core machine: a failed test gets one
+# more run, and -ra names every rerun in the summary (a rerun is a defect to fix, not a pass to keep).
+SUITE_OPTIONS = ("-p", "no:cacheprovider", "-ra", "--reruns", "1", "--reruns-delay", "2")
 
 
 def venv_python() -> Path:
@@ -51,7 +55,7 @@ def main(argv: list[str]) -> int:
         args = [str(python), "-m", "pytest_triton_ready.cli", *launch, *rest]
     else:
         paths = [a for a in rest if not a.startswith("-") and Path(a.split("::")[0]).exists()]
-        args = [str(python), "-m", "pytest", *([] if paths else [str(ROOT / "tests")]), *rest]
+        args = [str(python), "-m", "pytest", *SUITE_OPTIONS, *([] if paths else [str(ROOT / "tests")]), *rest]
     return subprocess.run(args, cwd=os.getcwd()).returncode
 
 
