@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .report.model import Result
-from .report.verdict import Gaps, overall_verdict, verdict_reason
+from .report.verdict import Gaps, overall_verdict, short_list, verdict_reason
 from .settings import Settings
 
 
@@ -65,8 +65,8 @@ class Run:
         left = sorted(set(listed) - set(scope))
         if not left:
             return ""
-        shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
-        return f"; {len(left)} of the {len(set(listed))} models the server lists were not checked (--triton-models): {shown}"
+        return (f"; {len(left)} of the {len(set(listed))} models the server lists were not checked (--triton-models): "
+                f"{short_list(left)}")
 
     def collect_context(self) -> dict[str, Any]:
         """Server version, extensions and models, GPUs, runner versions; what the report's header shows."""

@@ -85,7 +85,7 @@ def verdict_reason(results: list[Result], gaps: Gaps = Gaps()) -> str:
     if gaps.expired_waivers:
         parts.append(f"expired waivers: {', '.join(gaps.expired_waivers)}")
     if gaps.not_run:
-        parts.append(f"{len(gaps.not_run)} checks in scope did not run: {_short_list(gaps.not_run)}")
+        parts.append(f"{len(gaps.not_run)} checks in scope did not run: {short_list(gaps.not_run)}")
     if not results and not parts:
         parts.append("no check ran")
     if parts:
@@ -101,7 +101,8 @@ def verdict_reason(results: list[Result], gaps: Gaps = Gaps()) -> str:
     return text
 
 
-def _short_list(names: tuple[str, ...], most: int = 5) -> str:
+def short_list(names: tuple[str, ...] | list[str], most: int = 5) -> str:
+    """'a, b, c, d, e and 3 more'."""
     shown = ", ".join(names[:most])
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
