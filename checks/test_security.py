@@ -27,6 +27,7 @@ from pytest_triton_ready.security.restricted import (
 )
 from pytest_triton_ready.security.secrets import find_leaks, labelled_secrets, searchable
 from pytest_triton_ready.security.tls import TLSNotOffered, inspect_tls, is_loopback
+from pytest_triton_ready.target import declared_endpoints
 
 
 def _tls_settings(settings):
@@ -81,12 +82,7 @@ def test_transport_uses_tls_when_exposed(triton_settings, check, request):
     period; a certificate expiring within tls_cert_expiry_warning_days is a warning."""
     security = triton_settings.section("security")
     tls = _tls_settings(triton_settings)
-    if triton_settings.launch == "attach":
-        from pytest_triton_ready.launchers.attach import AttachLauncher
-
-        endpoints = AttachLauncher(triton_settings).endpoints
-    else:
-        endpoints = request.getfixturevalue("triton").endpoints
+    endpoints = declared_endpoints(triton_settings) or request.getfixturevalue("triton").endpoints
     http = urlsplit(endpoints.http_url)
     grpc_host, _, grpc_port = endpoints.grpc_url.rpartition(":")
     exposed = security.get("exposed_beyond_cluster")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .faults.declared import FAULT_ACTIONS_HELP, FAULT_KINDS, DeclaredFault, FaultKind
+from .launchers.registry import declared_capabilities
 from .yamlschema import Section, setting
 
 ALLOW_CLASSES: dict[str, str] = {
@@ -67,10 +68,11 @@ class NotAllowed(Exception):
 
 @dataclass(frozen=True)
 class Policy:
-    """What this run may do to the server: everything when it launched the server, only what
-    `attach.allow` says when it is attached."""
+    """What this run may do to the server: what its launcher's capabilities grant (`may`:
+    everything when the run owns the process), and on top what `attach.allow` says."""
 
-    attached: bool
+    attached: bool  # the run does not own the server's process
+    granted: frozenset[str]  # the launcher's capabilities.may
     url: str
     allowed: frozenset[str]
     max_concurrency: int
@@ -83,12 +85,13 @@ class Policy:
     def from_settings(cls, settings: Any) -> Policy:
         section: AttachSection = settings.section_model("attach")
         allowed = getattr(settings, "triton_allow", None)
-        return cls(settings.launch == "attach", settings.triton_url or "the launched server",
+        capabilities = declared_capabilities(settings)
+        return cls(not capabilities.owns_process, capabilities.may, settings.triton_url or "the launched server",
                    frozenset(section.allow if allowed is None else allowed), section.max_concurrency,
                    section.max_rate_per_s, section.max_payload_mib, section.exit_timeout_s, dict(section.fault_actions))
 
     def allows(self, kind: str) -> bool:
-        return not self.attached or kind in self.allowed
+        return kind in self.granted or kind in self.allowed
 
     def refusal(self, kind: str, what: str) -> str | None:
         """None when `kind` is allowed; else the INCOMPLETE reason naming the switch."""
@@ -101,7 +104,7 @@ class Policy:
 
     @property
     def ceiling_applies(self) -> bool:
-        return self.attached and "saturate" not in self.allowed
+        return not self.allows("saturate")
 
     def ceiling_refusal(self, concurrency: float | None = None, rate: float | None = None) -> str | None:
         """None when the load is under the ceiling (or no ceiling applies); else why not."""

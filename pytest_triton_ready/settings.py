@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, Field, create_model
 
+from .launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES, launcher_kind
 from .launchers.ulimits import DEFAULT_ULIMITS
 from .redaction import (
     MIN_SECRET_CHARS,
@@ -35,7 +36,7 @@ from .report.progress import QUIET_S
 from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
 from .yamlschema import Lines, SchemaError, Section, load_yaml, section_view, setting, validate
 
-LAUNCHERS = ("attach", "embedded", "container")
+LAUNCHERS = LAUNCHER_NAMES  # one list, in launchers/registry.py
 REDACTED = "***"
 
 
@@ -216,7 +217,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_url", "server.http_url", "HTTP URL of the Triton server under test, e.g. http://host:8000.", _http_url, metavar="URL"),
     Option("triton_grpc_url", "server.grpc_url", "gRPC address (host:port); default: the HTTP host, port 8001 (or the launched server's).", _grpc_address, metavar="HOST:PORT"),
     Option("triton_metrics_url", "server.metrics_url", "Prometheus metrics URL; default: the HTTP host, port 8002, path /metrics.", _http_url, metavar="URL"),
-    Option("triton_launch", "server.launch", "attach (a running server, the default with --triton-url), embedded (start the tritonserver of the nvidia-pytriton wheel here) or container.", _launcher, metavar="KIND"),
+    Option("triton_launch", "server.launch", "; ".join(f"{kind.name} ({kind.summary})" for kind in LAUNCHER_KINDS.values()) + ".", _launcher, metavar="KIND"),
     Option("triton_model_repository", "server.model_repository", "Model repository to lint and, for launchers, to serve; default for embedded: the packaged demo repository.", Path, metavar="DIR"),
     Option("triton_models", "models", "Comma-separated models in scope; default: every model in the repository index.", _model_list, metavar="M1,M2"),
     Option("triton_request_timeout", "server.request_timeout_s", "Timeout of one request to the server, in seconds.", _positive_float, 10.0, "SECONDS"),
@@ -621,10 +622,11 @@ def _rank(source: str) -> int:
 def _check_conflicts(settings: Settings) -> None:
     """Settings that cannot both hold; the message names both and where each came from."""
     sources, origins = settings.sources, settings.origins
-    if settings.triton_launch == "attach" and not settings.triton_url:
-        raise SettingsError(f"--triton-launch=attach from {sources['triton_launch']} needs --triton-url")
-    if settings.triton_url and settings.triton_launch in ("embedded", "container") and \
-            _rank(sources["triton_url"]) >= _rank(sources["triton_launch"]):
+    owns = launcher_kind(settings.triton_launch).capabilities.owns_process if settings.triton_launch else None
+    if owns is False and not settings.triton_url:
+        raise SettingsError(f"--triton-launch={settings.triton_launch} from {sources['triton_launch']} needs "
+                            "--triton-url: it reaches a server that is already running")
+    if settings.triton_url and owns and _rank(sources["triton_url"]) >= _rank(sources["triton_launch"]):
         # The launcher would start its own server and the URL would be silently ignored.
         raise SettingsError(
             f"--triton-url from {origins['triton_url']} conflicts with --triton-launch={settings.triton_launch} "

@@ -2,49 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from .client import TritonClient, TritonUnreachable
-from .launchers import Endpoints, Launcher, LaunchError
+from .launchers import Endpoints, Launcher
+from .launchers.registry import LAUNCHER_KINDS, launcher_kind, make_launcher
 from .metrics import MetricsSnapshot, scrape
 from .settings import Settings
 
 
-def _attach(settings: Settings) -> Launcher:
-    from .launchers.attach import AttachLauncher
-
-    return AttachLauncher.from_settings(settings)
-
-
-def _embedded(settings: Settings) -> Launcher:
-    from .launchers.embedded import EmbeddedLauncher
-
-    return EmbeddedLauncher.from_settings(settings)
+def declared_endpoints(settings: Settings) -> Endpoints | None:
+    """Where the server answers when that is known without starting anything: a launcher that
+    does not own the process points at a server already running. None when the run starts it."""
+    kind = launcher_kind(settings.launch)
+    if kind.capabilities.owns_process:
+        return None
+    return kind.make(settings).endpoints
 
 
-def _container(settings: Settings) -> Launcher:
-    from .launchers.container import ContainerLauncher
-
-    return ContainerLauncher.from_settings(settings)
-
-
-# `server.launch` -> a factory taking the settings. Each factory imports its launcher only when
-# chosen (the container launcher pulls in testcontainers). Every launcher honours `server.args`
-# when it starts a server.
-LAUNCHERS: dict[str, Callable[[Settings], Launcher]] = {
-    "attach": _attach,
-    "embedded": _embedded,
-    "container": _container,
-}
-
-
-def make_launcher(settings: Settings) -> Launcher:
-    """The launcher the settings ask for."""
-    factory = LAUNCHERS.get(settings.launch)
-    if factory is None:
-        raise LaunchError(f"unknown launcher {settings.launch!r}; known: {', '.join(LAUNCHERS)}")
-    return factory(settings)
+LAUNCHERS = LAUNCHER_KINDS  # `server.launch` -> the launcher; one list, in launchers/registry.py
+__all__ = ["LAUNCHERS", "Target", "declared_endpoints", "make_launcher"]
 
 
 class Target:

@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-from pytest_triton_ready.launchers import Launcher, LauncherCapabilities, LaunchError, Unsupported
+from pytest_triton_ready.launchers import ACTION_CLASSES, Launcher, LauncherCapabilities, LaunchError, Unsupported
 from pytest_triton_ready.launchers.attach import AttachLauncher
 from pytest_triton_ready.launchers.container import ContainerLauncher, container_spec, server_command
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
@@ -107,3 +107,58 @@ def test_server_args_reach_the_embedded_and_the_container_command(tmp_path):
     finally:
         container.cleanup()
     assert server_command()[-1] == "--metrics-port=8002"  # no server.args: nothing appended
+
+
+def test_what_a_run_may_do_follows_the_capabilities_not_the_launcher_name(monkeypatch):
+    """A launcher that does not own the process (a port-forward to production, say) gets nothing
+    without attach.allow, whatever it is called; an owner may be granted less than everything."""
+    from pytest_triton_ready import plan
+
+    settings = settings_from({"triton_url": "http://10.0.0.5:8000", "triton_launch": "attach"})
+    reaches_only = LauncherCapabilities(False, False, False, False)
+    monkeypatch.setattr(plan, "declared_capabilities", lambda _settings: reaches_only)
+    rules = plan.policy(settings)
+    assert rules.attached and not any(rules.allows(kind) for kind in plan.ALLOW_CLASSES)
+    assert rules.ceiling_applies and "--triton-allow=reload" in rules.refusal("reload", "reload a model")
+
+    owns_but_no_saturation = LauncherCapabilities(True, True, True, True, may=frozenset({"reload", "faults"}))
+    monkeypatch.setattr(plan, "declared_capabilities", lambda _settings: owns_but_no_saturation)
+    rules = plan.policy(settings)
+    assert not rules.attached and rules.allows("reload") and not rules.allows("saturate")
+    assert rules.ceiling_applies
+
+
+def test_capabilities_grant_every_action_to_an_owner_and_none_otherwise():
+    assert tuple(plan_classes()) == ACTION_CLASSES
+    assert LauncherCapabilities(True, False, False, False).may == frozenset(ACTION_CLASSES)
+    assert LauncherCapabilities(False, False, False, False).may == frozenset()
+    with pytest.raises(ValueError, match="unknown action class kill"):
+        LauncherCapabilities(True, False, False, False, may=frozenset({"kill"}))
+
+
+def plan_classes():
+    from pytest_triton_ready.plan import ALLOW_CLASSES
+
+    return ALLOW_CLASSES
+
+
+def test_launchers_are_listed_once_and_declare_capabilities_on_the_class(launchers):
+    from pytest_triton_ready.launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES
+    from pytest_triton_ready.settings import LAUNCHERS as SETTINGS_LAUNCHERS
+
+    assert SETTINGS_LAUNCHERS == LAUNCHER_NAMES == tuple(LAUNCHERS) == tuple(LAUNCHER_KINDS)
+    for name, launcher in launchers.items():
+        declared = LAUNCHER_KINDS[name].capabilities
+        assert dataclasses.replace(launcher.capabilities, can_read_process_memory=False) == \
+            dataclasses.replace(declared, can_read_process_memory=False), name
+
+
+def test_the_repository_served_and_the_container_memory_are_protocol_members(launchers, tmp_path):
+    assert launchers["attach"].model_repository is None
+    assert launchers["embedded"].model_repository.is_dir()
+    assert launchers["container"].model_repository.is_dir()
+    for name in ("attach", "embedded"):
+        memory, why = launchers[name].memory_usage()
+        assert memory is None and why.startswith("server memory: "), name
+    memory, why = launchers["container"].memory_usage()  # not started
+    assert memory is None and "not running" in why

@@ -8,10 +8,17 @@ by probing for attributes: an action a launcher declares it cannot do raises `Un
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..errors import TritonReadyError
 
-class LaunchError(RuntimeError):
+# The classes of action a run can take on a server (plan.ALLOW_CLASSES describes each). A launcher
+# grants them in its capabilities (`may`); on a server whose launcher does not, `attach.allow` must.
+ACTION_CLASSES = ("reload", "faults", "saturate", "large_payloads")
+
+
+class LaunchError(TritonReadyError, RuntimeError):
     """The server could not be started or reached; the message is one readable line."""
 
 
@@ -43,6 +50,8 @@ class LauncherCapabilities:
         (`scratch`), e.g. for a version rollout on a scratch copy.
     can_read_container_memory: the server runs in a container whose memory the engine reports
         (`memory_usage()`: bytes, or None and why).
+    may: the classes of action (ACTION_CLASSES) the run may take on the server without asking
+        (`attach.allow`); by default every class when the run owns the process, none otherwise.
     """
 
     owns_process: bool
@@ -52,6 +61,14 @@ class LauncherCapabilities:
     can_see_processes: bool = False
     can_start_scratch: bool = False
     can_read_container_memory: bool = False
+    may: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.may is None:
+            object.__setattr__(self, "may", frozenset(ACTION_CLASSES) if self.owns_process else frozenset())
+        unknown = set(self.may) - set(ACTION_CLASSES)
+        if unknown:
+            raise ValueError(f"unknown action class {', '.join(sorted(unknown))} (known: {', '.join(ACTION_CLASSES)})")
 
 
 @runtime_checkable
@@ -64,12 +81,18 @@ class Launcher(Protocol):
     does), `cleanup` (stop and remove everything the launcher made). Processes: `pid`,
     `exit_code`, `stubs`, `signal_process`, `process_tree`. Logs: `log_text`.
     `failed_models` names the models the server could not load at its last start (model -> reason).
+    `model_repository` is the repository the server serves, as a directory on this host (None
+    where it is not known here, e.g. attached). `memory_usage` is the container's memory (bytes,
+    None) or (None, why) where the launcher cannot read one (capabilities.can_read_container_memory).
     """
 
     name: str
     capabilities: LauncherCapabilities
     exit_timeout_s: float
     failed_models: dict[str, str]
+
+    @property
+    def model_repository(self) -> Path | None: ...
 
     @property
     def endpoints(self) -> Endpoints: ...
@@ -100,6 +123,8 @@ class Launcher(Protocol):
     def scratch(self, repository) -> Launcher: ...
 
     def log_text(self, max_lines: int = 200) -> str: ...
+
+    def memory_usage(self) -> tuple[float | None, str | None]: ...
 
 
 RESPONSE_CACHE_BYTES = 16 * 1024 * 1024

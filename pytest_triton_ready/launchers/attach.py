@@ -15,6 +15,7 @@ class AttachLauncher:
                                         can_start_scratch=False)
     exit_timeout_s = 30.0  # Triton's default; the attached server's own setting is not known here
     pid = None
+    model_repository = None  # the attached server's repository is not on this host
 
     def __init__(self, settings: Settings) -> None:
         http = settings.triton_url
@@ -38,6 +39,9 @@ class AttachLauncher:
 
     def log_text(self, max_lines: int = 200) -> str:
         return ""
+
+    def memory_usage(self) -> tuple[None, str]:
+        return None, "server memory: the server is attached, not in a container this run started"
 
     def exit_code(self) -> None:
         return None

@@ -13,6 +13,7 @@ URLs the run already uses.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import signal
@@ -197,6 +198,10 @@ class ContainerLauncher:
 
     name = "container"
     repository_inside = CONTAINER_REPOSITORY  # where the server reads the repository (stub paths)
+    # What every container launcher can do; an instance refines can_read_process_memory.
+    capabilities = LauncherCapabilities(owns_process=True, can_signal_instance=True, can_restart=True,
+                                        can_read_process_memory=False, can_see_processes=False,
+                                        can_start_scratch=False, can_read_container_memory=True)
 
     def __init__(self, settings, exit_timeout_s: int = 30) -> None:
         self.settings = settings
@@ -207,10 +212,8 @@ class ContainerLauncher:
         # The server's processes live in the container: signalled through `docker exec`, restarted
         # with the container; its pid is a process of this host (memory readable) only when the
         # Docker engine runs here and the runner is not itself in a container.
-        self.capabilities = LauncherCapabilities(owns_process=True, can_signal_instance=True, can_restart=True,
-                                                 can_read_process_memory=bind_address == "127.0.0.1",
-                                                 can_see_processes=False, can_start_scratch=False,
-                                                 can_read_container_memory=True)
+        self.capabilities = dataclasses.replace(type(self).capabilities,
+                                                can_read_process_memory=bind_address == "127.0.0.1")
         self.failed_models: dict[str, str] = {}
         self.workdir = Path(tempfile.mkdtemp(prefix="triton-ready-container-"))
         self.log_path = self.workdir / "tritonserver.log"
@@ -221,6 +224,11 @@ class ContainerLauncher:
     @classmethod
     def from_settings(cls, settings) -> ContainerLauncher:
         return cls(settings)
+
+    @property
+    def model_repository(self) -> Path:
+        """The repository on this host, mounted read-only into the container."""
+        return self.spec.model_repository
 
     # -- where it answers -------------------------------------------------------------------
     @property

@@ -212,6 +212,9 @@ class EmbeddedLauncher:
         return EmbeddedLauncher(repository, self.startup_timeout_s, self.extra_args, self.exit_timeout_s)
 
     # -- logs ------------------------------------------------------------------------------------
+    def memory_usage(self) -> tuple[None, str]:
+        return None, "server memory: the embedded server is a process, not a container (its pid's memory is read)"
+
     def log_text(self, max_lines: int = 200) -> str:
         """The last lines of the server's log (the kept text of a failed start once its file is gone)."""
         if self.log_path.exists():

@@ -25,7 +25,7 @@ def repository_path(target) -> Path | None:
     configured = target.settings.triton_model_repository
     if configured:
         return Path(configured)
-    served = getattr(target.launcher, "model_repository", None)
+    served = target.launcher.model_repository
     return Path(served) if served else None
 
 
