@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from .errors import TritonReadyError
 from .inputs import synthesize_inputs
 
 UNREACHABLE = "cannot reach Triton"
@@ -35,7 +36,7 @@ def http_status(url: str, timeout_s: float = 2.0) -> int | None:
         return None
 
 
-class TritonUnreachable(ConnectionError):
+class TritonUnreachable(TritonReadyError, ConnectionError):
     """The server does not answer at all; the message is the one line a user sees."""
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import Field
 
+from .errors import TritonReadyError
 from .report.verdict import INCOMPLETE, NOT_READY, PARTIAL, READY
 from .yamlschema import Section, setting
 
@@ -50,7 +51,7 @@ class GateSection(Section):
     waivers: list[WaiverEntry] = setting(list, "checks left out of the run: check, reason, owner, expires")
 
 
-class WaiverError(ValueError):
+class WaiverError(TritonReadyError, ValueError):
     """A waiver that does not say what, why, who and until when."""
 
 

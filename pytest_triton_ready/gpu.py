@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .errors import TritonReadyError
 from .metrics import MetricsError, MetricsSnapshot
 
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
@@ -80,7 +81,7 @@ def readings_from_nvml() -> list[GpuReading]:
         pynvml.nvmlShutdown()
 
 
-class GpuUnavailable(RuntimeError):
+class GpuUnavailable(TritonReadyError, RuntimeError):
     """No way to read the GPUs; the message is the reason a check gives when it skips."""
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from .client import describe_connection_error
+from .errors import TritonReadyError
 
 CORE_FAMILIES = (
     "nv_inference_request_success",
@@ -24,7 +25,7 @@ CORE_FAMILIES = (
 )
 
 
-class MetricsError(RuntimeError):
+class MetricsError(TritonReadyError, RuntimeError):
     """The metrics endpoint did not answer, or answered something that is not Prometheus text."""
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .errors import TritonReadyError
 from .faults.declared import FAULT_ACTIONS_HELP, FAULT_KINDS, DeclaredFault, FaultKind
 from .launchers.registry import declared_capabilities
 from .yamlschema import Section, setting
@@ -62,7 +63,7 @@ def parse_allow(text: str | Iterable[str]) -> list[str]:
     return names
 
 
-class NotAllowed(Exception):
+class NotAllowed(TritonReadyError):
     """An action the policy refuses; a check turns it into INCOMPLETE naming the switch."""
 
 

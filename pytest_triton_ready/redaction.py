@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from .errors import TritonReadyError
+
 MIN_SECRET_CHARS = 6
 REDACTED = "***"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SCHEMES = ("Bearer ", "Basic ", "Token ", "ApiKey ")
 
 
-class SecretError(ValueError):
+class SecretError(TritonReadyError, ValueError):
     """A secret that cannot be read or cannot be kept out of the output; one readable line."""
 
 

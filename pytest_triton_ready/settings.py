@@ -19,6 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, Field, create_model
 
+from .addresses import host_port as _host_port
+from .addresses import load_cluster as _load_cluster
+from .errors import TritonReadyError
 from .launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES, launcher_kind
 from .launchers.ulimits import DEFAULT_ULIMITS
 from .redaction import (
@@ -40,7 +43,7 @@ LAUNCHERS = LAUNCHER_NAMES  # one list, in launchers/registry.py
 REDACTED = "***"
 
 
-class SettingsError(ValueError):
+class SettingsError(TritonReadyError, ValueError):
     """A bad setting; the message names the value and where it came from."""
 
 
@@ -150,26 +153,6 @@ def _model_list(text: str | list[str]) -> list[str]:
     return [m.strip() for m in text.split(",") if m.strip()]
 
 
-_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)$")
-
-
-def _host_port(netloc: str, what: str, original: str) -> None:
-    host, port = netloc, None
-    if netloc.startswith("["):
-        close = netloc.find("]")
-        host, rest = netloc[:close + 1], netloc[close + 1:]
-        if rest:
-            if not rest.startswith(":"):
-                raise ValueError(f"expected {what}, got {original!r}")
-            port = rest[1:]
-    elif ":" in netloc:
-        host, _, port = netloc.rpartition(":")
-    if not host or not _HOST.match(host):
-        raise ValueError(f"expected {what}, got {original!r} (no valid host)")
-    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
-        raise ValueError(f"expected {what}, got {original!r} (port must be 1-65535)")
-
-
 def _http_url(text: str) -> str:
     """http(s)://[user:password@]host[:port][/path]; a bare host[:port] gets http:// (as before).
     Credentials are accepted (they move into a header later) and never repeated in an error."""
@@ -185,20 +168,6 @@ def _http_url(text: str) -> str:
         raise ValueError(f"expected {what}, got {shown!r}")
     _host_port(netloc, what, shown)
     return full
-
-
-def _load_cluster(text: str) -> str:
-    """`auto` (the Ray cluster this host belongs to), `ray://host:port` (Ray Client) or `host:port`
-    (the cluster's GCS address)."""
-    text = str(text).strip()
-    if text == "auto":
-        return text
-    what = "auto, ray://HOST:PORT or HOST:PORT"
-    rest = text.removeprefix("ray://")
-    if "://" in rest or "/" in rest or not re.search(r":\d+$", rest):
-        raise ValueError(f"expected {what}, got {text!r}")
-    _host_port(rest, what, text)
-    return text
 
 
 def _grpc_address(text: str) -> str:

@@ -24,8 +24,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from .errors import TritonReadyError
 
-class SchemaError(ValueError):
+
+class SchemaError(TritonReadyError, ValueError):
     """A YAML file that does not fit its schema; the message names file, line and key."""
 
 
@@ -294,7 +296,7 @@ def settings_table(model: type[BaseModel], prefix: str) -> str:
 
 
 # -- the dict view ----------------------------------------------------------------------------
-class UndeclaredKey(KeyError):
+class UndeclaredKey(TritonReadyError, KeyError):
     """Code read a key its section's model does not declare: a bug, not a user error."""
 
 

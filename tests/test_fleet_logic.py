@@ -12,8 +12,9 @@ import pytest
 
 from pytest_triton_ready.fleet.consistency import ReplicaView, compare, flatten
 from pytest_triton_ready.fleet.death import DeathOutcome, analyse
+from pytest_triton_ready.fleet.discovery import resolve
 from pytest_triton_ready.fleet.spread import Capacity, ReplicaCounters, spread
-from pytest_triton_ready.fleet.targets import DiscoveryError, FleetSection, resolve
+from pytest_triton_ready.fleet.targets import DiscoveryError, FleetSection
 from pytest_triton_ready.load.timeline import Bin
 from pytest_triton_ready.settings import SettingsError, build_settings
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import TritonReadyError
 from .compare import IMPROVED, NOT_REPRODUCED, OK, REGRESSION, REPEATABLE, WITHIN_NOISE, Comparison, compare, reconsider
 from .keynumbers import ALL, METRICS, config_digests, key_numbers, model_label, ordered_models
 
@@ -22,7 +23,7 @@ __all__ = ["ALL", "Baseline", "BaselineError", "Comparison", "IMPROVED", "METRIC
            "key_numbers", "load_baseline", "model_label", "ordered_models", "read_report", "reconsider"]
 
 
-class BaselineError(ValueError):
+class BaselineError(TritonReadyError, ValueError):
     """The baseline could not be used; the message names the path and the cause."""
 
 

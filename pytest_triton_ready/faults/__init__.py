@@ -6,6 +6,7 @@ reload, a new version rolled out, SIGTERM under load. Each experiment returns an
 timeline (100 ms bins and named events) and the numbers its check compares with thresholds.
 """
 
+from . import declared_experiments  # noqa: F401  (fills injector.DECLARED)
 from .injector import RELOAD_MARKER, FaultInjector, with_reload_marker
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .plan import FaultPlan

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from ..client import http_status
 from .declared import CommandResult, DeclaredFault, run_command
-from .injector import GracefulShutdown, InstanceRestart, ServerRestart, VersionRollout, _InjectorExperiment
+from .injector import DECLARED, GracefulShutdown, InstanceRestart, ServerRestart, VersionRollout, _InjectorExperiment
 from .probes import wait_until
 
 DOWN_WAIT_S = 10.0  # how long a crash may take to show as a server that stops answering
@@ -292,8 +292,8 @@ def _advice(experiment: Any) -> str:
 DeclaredServerRestart.restore_advice = _advice  # type: ignore[assignment]
 DeclaredInstanceRestart.restore_advice = _advice  # type: ignore[assignment]
 
-DECLARED = {"server_crash": DeclaredServerRestart, "sigterm": DeclaredGracefulShutdown,
-            "instance_kill": DeclaredInstanceRestart, "new_version": DeclaredVersionRollout}
+DECLARED.update({"server_crash": DeclaredServerRestart, "sigterm": DeclaredGracefulShutdown,
+                 "instance_kill": DeclaredInstanceRestart, "new_version": DeclaredVersionRollout})
 
 
 def _accepts(host_port: str) -> bool:

@@ -32,6 +32,9 @@ from .scratch import ScratchUnsupported, add_version, numeric_versions, scratch_
 from .timeline import event_time, failed_between, peak_p99_ms, recovered_at, steady_state
 
 RELOAD_MARKER = "triton_ready_reload"
+# fault kind -> the experiment that runs the action declared in attach.fault_actions; filled by
+# faults/declared_experiments.py (its experiments extend the ones here), which faults/__init__ imports.
+DECLARED: dict[str, type] = {}
 
 
 def with_reload_marker(config: dict[str, Any]) -> dict[str, Any]:
@@ -286,8 +289,6 @@ class FaultInjector:
     def _pick(self, kind: str, built_in: type, model: str) -> Outcome:
         """The built-in experiment, or on an attached server the one that runs the declared action."""
         if self.declared(kind) is not None:
-            from .declared_experiments import DECLARED
-
             return self.run(DECLARED[kind](self, model, self.declared(kind)))
         return self.run(built_in(self, model))
 

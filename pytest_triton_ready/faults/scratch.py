@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..errors import TritonReadyError
 
-class ScratchUnsupported(RuntimeError):
+
+class ScratchUnsupported(TritonReadyError, RuntimeError):
     """The run's launcher cannot start a second server on another repository."""
 
 

@@ -1,4 +1,5 @@
-"""Replicas from a Kubernetes Service: the ready addresses of its Endpoints, read through the
+"""Where the fleet's replicas come from (`resolve`): the YAML list, a command, or a Kubernetes
+Service. Replicas from a Kubernetes Service: the ready addresses of its Endpoints, read through the
 official `kubernetes` client (`pip install 'pytest-triton-ready[kubernetes]'`).
 
 This is the real code path. It was exercised here only against the client's own model objects
@@ -10,7 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .targets import DiscoveryError, FleetSection, KubernetesDiscovery, Replica
+from .targets import (
+    DiscoveryError,
+    Fleet,
+    FleetSection,
+    KubernetesDiscovery,
+    Replica,
+    replica_from_entry,
+    replica_from_url,
+    urls_from_command,
+)
 
 
 def core_api(discovery: KubernetesDiscovery) -> Any:
@@ -69,3 +79,25 @@ def kubernetes_replicas(discovery: KubernetesDiscovery, section: FleetSection, a
         raise DiscoveryError(f"fleet.kubernetes: Endpoints {discovery.namespace}/{discovery.service} list no ready "
                              f"address ({not_ready} not ready)")
     return replicas
+
+
+def resolve(section: FleetSection, entry_http_url: str, entry_grpc_url: str,
+            kubernetes_api: Any = None) -> Fleet | None:
+    """The fleet the section describes, or None when it names no replicas at all."""
+    if section.replicas:
+        replicas = [replica_from_url(r, section) if isinstance(r, str) else replica_from_entry(r, section)
+                    for r in section.replicas]
+        source = "fleet.replicas"
+    elif section.replicas_command:
+        replicas = [replica_from_url(u, section) for u in urls_from_command(section.replicas_command)]
+        source = f"fleet.replicas_command ({section.replicas_command})"
+    elif section.kubernetes:
+        replicas = kubernetes_replicas(section.kubernetes, section, api=kubernetes_api)
+        source = f"Kubernetes Endpoints {section.kubernetes.namespace}/{section.kubernetes.service}"
+    else:
+        return None
+    names = [r.name for r in replicas]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise DiscoveryError(f"{source}: replica names must differ; {', '.join(duplicates)} repeats")
+    return Fleet(entry_http_url, entry_grpc_url, replicas, source, section)

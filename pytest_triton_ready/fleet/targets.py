@@ -24,14 +24,14 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
+from ..addresses import load_cluster
+from ..errors import TritonReadyError
 from ..yamlschema import Section, setting
 
 
 def _cluster_address(value: str | None) -> str | None:
     if value is not None:
-        from ..settings import _load_cluster  # the option's own parser; settings imports this module lazily
-
-        _load_cluster(value)
+        load_cluster(value)  # the option's own parser
     return value
 
 
@@ -91,7 +91,7 @@ class FleetSection(Section):
         return self
 
 
-class DiscoveryError(RuntimeError):
+class DiscoveryError(TritonReadyError, RuntimeError):
     """The replicas could not be found; the message is one line naming the source."""
 
 
@@ -188,29 +188,6 @@ def urls_from_command(command: str, timeout_s: float = 30.0) -> list[str]:
         raise DiscoveryError(f"fleet.replicas_command {command!r} printed no replica URL")
     return urls
 
-
-def resolve(section: FleetSection, entry_http_url: str, entry_grpc_url: str,
-            kubernetes_api: Any = None) -> Fleet | None:
-    """The fleet the section describes, or None when it names no replicas at all."""
-    if section.replicas:
-        replicas = [replica_from_url(r, section) if isinstance(r, str) else replica_from_entry(r, section)
-                    for r in section.replicas]
-        source = "fleet.replicas"
-    elif section.replicas_command:
-        replicas = [replica_from_url(u, section) for u in urls_from_command(section.replicas_command)]
-        source = f"fleet.replicas_command ({section.replicas_command})"
-    elif section.kubernetes:
-        from .discovery import kubernetes_replicas
-
-        replicas = kubernetes_replicas(section.kubernetes, section, api=kubernetes_api)
-        source = f"Kubernetes Endpoints {section.kubernetes.namespace}/{section.kubernetes.service}"
-    else:
-        return None
-    names = [r.name for r in replicas]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise DiscoveryError(f"{source}: replica names must differ; {', '.join(duplicates)} repeats")
-    return Fleet(entry_http_url, entry_grpc_url, replicas, source, section)
 
 
 def section_from(settings: Any) -> FleetSection:

@@ -209,9 +209,7 @@ class LoadEngine:
                                request_timeout_s=self.request_timeout_s)
         cluster = getattr(self.settings, "triton_load_cluster", None)
         if cluster:  # workers on a Ray cluster (load/ray_workers.py); failures make the measurement INCOMPLETE
-            from .ray_workers import measure_on_cluster
-
-            return measure_on_cluster(self, cluster, model, plan, rules, concurrency, rate, protocol, server_stats,
+            return _measure_on_cluster(self, cluster, model, plan, rules, concurrency, rate, protocol, server_stats,
                                       done)
         count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
         if count > 1:
@@ -307,3 +305,27 @@ def _positive(values: dict[str, float], what: str) -> dict[str, float]:
         if not value or value <= 0:
             raise ValueError(f"{what} for {model} must be positive, got {value!r}")
     return values
+
+
+def _measure_on_cluster(engine: Any, address: str, model: str, plan: TrafficPlan, rules: Any,
+                       concurrency: int | None, rate: float | None, protocol: str, server_stats: bool,
+                       stop_when: Callable[[list[Window]], bool]) -> Any:
+    """LoadEngine.measure with its workers on the cluster. A cluster that cannot be used, or a
+    worker that died, gives a Measurement that is not valid (so INCOMPLETE in a check), with the
+    one-line reason as its validity detail."""
+    from .ray_workers import ClusterError, ClusterInfo, run_on_cluster  # Ray only when a cluster is asked for
+
+    probe = engine.probe_factory([model]) if server_stats and engine.probe_factory else None
+    transport = {"protocol": protocol, "grpc_url": engine.grpc_url, "http_url": engine.http_url,
+                 "headers": engine.headers, "timeout_s": engine.timeout_s}
+    info = ClusterInfo(address)
+    try:
+        result = run_on_cluster(address, plan, transport, probe, stop_when, info=info)
+    except ClusterError as exc:
+        empty = Stats(0, {}, 0, 0.0, 0.0, {"p50": None, "p90": None, "p95": None, "p99": None, "p99.9": None})
+        return Measurement(model, plan.mode, concurrency, rate, empty, [], False, "not measured", False,
+                           f"load workers on Ray: {exc}", rules, None, protocol, len(info.workers),
+                           cluster=info.to_dict())
+    measurement = measurement_from(model, result, rules, concurrency, rate, protocol, len(info.workers))
+    measurement.cluster = info.to_dict()
+    return measurement

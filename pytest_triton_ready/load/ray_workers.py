@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import TritonReadyError
 from .traffic import Traffic, TrafficPlan, TrafficResult, Window, summarize
 from .workers import WindowAssembler, _merge_parts, _merge_sightings, split
 
@@ -40,7 +41,7 @@ CONNECT_TIMEOUT_S = 5.0
 INIT_TIMEOUT_S = 60.0
 
 
-class ClusterError(RuntimeError):
+class ClusterError(TritonReadyError, RuntimeError):
     """The Ray cluster could not be used, or a worker on it died; one readable line."""
 
 
@@ -286,28 +287,3 @@ def _drive(ray: Any, actors: list, info: ClusterInfo, plan: TrafficPlan, transpo
     return TrafficResult(stats, by_model, assembler.windows, None, assembler.recent, plan.mode, started_mono, ended,
                          sum(f[1] for f in finals.values()), _merge_sightings([f[2] for f in finals.values()]),
                          sum(f[3] for f in finals.values()), sum(f[4] for f in finals.values()))
-
-
-def measure_on_cluster(engine: Any, address: str, model: str, plan: TrafficPlan, rules: Any,
-                       concurrency: int | None, rate: float | None, protocol: str, server_stats: bool,
-                       stop_when: Callable[[list[Window]], bool]) -> Any:
-    """LoadEngine.measure with its workers on the cluster. A cluster that cannot be used, or a
-    worker that died, gives a Measurement that is not valid (so INCOMPLETE in a check), with the
-    one-line reason as its validity detail."""
-    from .engine import Measurement, measurement_from
-    from .stats import Stats
-
-    probe = engine.probe_factory([model]) if server_stats and engine.probe_factory else None
-    transport = {"protocol": protocol, "grpc_url": engine.grpc_url, "http_url": engine.http_url,
-                 "headers": engine.headers, "timeout_s": engine.timeout_s}
-    info = ClusterInfo(address)
-    try:
-        result = run_on_cluster(address, plan, transport, probe, stop_when, info=info)
-    except ClusterError as exc:
-        empty = Stats(0, {}, 0, 0.0, 0.0, {"p50": None, "p90": None, "p95": None, "p99": None, "p99.9": None})
-        return Measurement(model, plan.mode, concurrency, rate, empty, [], False, "not measured", False,
-                           f"load workers on Ray: {exc}", rules, None, protocol, len(info.workers),
-                           cluster=info.to_dict())
-    measurement = measurement_from(model, result, rules, concurrency, rate, protocol, len(info.workers))
-    measurement.cluster = info.to_dict()
-    return measurement

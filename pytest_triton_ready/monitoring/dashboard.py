@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import TritonReadyError
 from .promql import PromQLError, from_grafana, referenced_metrics
 
 NON_PROMQL_SOURCES = {"loki", "tempo", "elasticsearch", "influxdb", "graphite", "mysql", "postgres",
                       "cloudwatch", "jaeger", "zipkin", "testdata"}
 
 
-class DashboardError(ValueError):
+class DashboardError(TritonReadyError, ValueError):
     """A dashboard file that cannot be read or is not a Grafana dashboard."""
 
 

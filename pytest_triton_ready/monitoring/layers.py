@@ -7,26 +7,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from ..gpu import GpuReading, readings_from_metrics
 from ..metrics import MetricsSnapshot
 from .catalogue import BUSINESS, COST, INFRASTRUCTURE, SERVICE_HEALTH
+from .llm import llm_layer_values
+from .values import LayerValue
 
 JOULES_PER_KWH = 3.6e6
 LATENCY_QUANTILES = ("0.5", "0.9", "0.99", "0.999")
-
-
-@dataclass(frozen=True)
-class LayerValue:
-    """One live value of one layer; `value` is None when it cannot be read, and `note` says why."""
-
-    layer: str
-    name: str
-    value: float | None
-    unit: str
-    model: str | None = None
-    note: str = ""
 
 
 def read_layers(before: MetricsSnapshot, after: MetricsSnapshot, window_s: float,
@@ -34,8 +23,6 @@ def read_layers(before: MetricsSnapshot, after: MetricsSnapshot, window_s: float
     """Every layer's values over the window between the two scrapes."""
     gpus = readings_from_metrics(after) or list(gpu_readings)
     window = _Window(before, after, window_s)
-    from .llm import llm_layer_values
-
     return [*_infrastructure(after, gpus), *_service_health(window, after, gpus), *_business(window, after),
             *_cost(window, gpus, before), *llm_layer_values(before, after, window_s)]
 

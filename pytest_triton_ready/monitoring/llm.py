@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..load.streaming_rules import bucket_delta, histogram_buckets, histogram_quantile
 from ..metrics import MetricsSnapshot
 from .catalogue import BUSINESS, INFRASTRUCTURE, SERVICE_HEALTH
+from .values import LayerValue
 
 # (family, scale to ms, layer, value name)
 _HISTOGRAMS = (
@@ -28,8 +29,6 @@ def _models(snapshot: MetricsSnapshot, name: str) -> dict[str, str]:
 
 
 def llm_layer_values(before: MetricsSnapshot, after: MetricsSnapshot, window_s: float) -> list:
-    from .layers import LayerValue
-
     values = []
     for family, scale, name in _HISTOGRAMS:
         for model, label in _models(after, f"{family}_bucket").items():

@@ -23,12 +23,13 @@ from typing import Any
 import yaml
 
 from ..client import http_status
+from ..errors import TritonReadyError
 from ..launchers.process import end_group, free_port, spawn
 
 JOB = "triton"
 
 
-class PrometheusError(RuntimeError):
+class PrometheusError(TritonReadyError, RuntimeError):
     """Prometheus could not start, or did not answer as expected; the message says which."""
 
 

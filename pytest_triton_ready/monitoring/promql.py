@@ -7,6 +7,8 @@ import re
 
 import promql_parser
 
+from ..errors import TritonReadyError
+
 COMPARISONS = {"==", "!=", ">", "<", ">=", "<="}
 SET_OPERATORS = {"and", "or", "unless"}
 
@@ -15,7 +17,7 @@ _GRAFANA_DURATION = re.compile(r"\$__(rate_interval|interval|range)(_ms|_s)?|\$\
 _GRAFANA_VARIABLE = re.compile(r"\$\{[^}]+\}|\[\[[^\]]+\]\]|\$[A-Za-z_][A-Za-z0-9_]*")
 
 
-class PromQLError(ValueError):
+class PromQLError(TritonReadyError, ValueError):
     """An expression that does not parse; the message is the parser's."""
 
 

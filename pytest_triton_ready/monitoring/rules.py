@@ -12,6 +12,7 @@ from pathlib import Path
 import promql_parser
 import yaml
 
+from ..errors import TritonReadyError
 from .promql import PromQLError, referenced_metrics
 
 
@@ -51,7 +52,7 @@ class RuleFile:
     validator: str = ""
 
 
-class RuleFileError(ValueError):
+class RuleFileError(TritonReadyError, ValueError):
     """A rule file that cannot be read at all."""
 
 

@@ -7,10 +7,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from ..errors import TritonReadyError
+
 SCHEMA_FILE = "readiness.schema.json"
 
 
-class ReportInvalid(ValueError):
+class ReportInvalid(TritonReadyError, ValueError):
     """A document that does not match the schema; the message names the first bad field."""
 
 

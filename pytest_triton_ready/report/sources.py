@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import TritonReadyError
 from .document import DOCUMENT_KIND
 from .model import SCHEMA_VERSION
 from .schema import ReportInvalid, validate
 
 
-class SourceError(ValueError):
+class SourceError(TritonReadyError, ValueError):
     """A file that cannot be rendered; the message names the file and the cause in one line."""
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..baseline.keynumbers import METRICS, model_label, ordered_models
-from .model import Measurement, Result, Verdict
+from .model import Result, Verdict
+from .text import headline
 
 KEY_COLUMNS = tuple(m for m in METRICS)
 
@@ -79,37 +80,6 @@ def fix_first(results: list[Result]) -> list[Blocker]:
     return blockers
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def headline(result: Result) -> str:
-    """A passing check's key number: the thresholded measurement closest to its limit (one with a
-    unit before a ratio), e.g.
-    'scale: p99 latency 4.9 ms <= 100 ms'; else the first measurement that is a number."""
-    from .text import format_value
-
-    held = [m for m in result.measurements if m.passed and _number(m.value) is not None and _number(m.threshold)]
-
-    def margin(m: Measurement) -> float:
-        value, limit = float(m.value), float(m.threshold)
-        if not limit:
-            return abs(value)
-        return abs(limit - value) / abs(limit)
-
-    if held:  # a measured quantity (ms, infer/s) reads better than a ratio such as a success rate
-        m = min(held, key=lambda m: (m.unit == "ratio", margin(m)))
-        where = f"{m.model}: " if m.model else ""
-        return f"{where}{m.name} {format_value(m.value, m.unit)} {m.comparison} {format_value(m.threshold, m.unit)}"
-    for m in result.measurements:
-        if m.value is not None and not isinstance(m.value, bool) and m.name != "baseline":
-            where = f"{m.model}: " if m.model else ""
-            return f"{where}{m.name} {format_value(m.value, m.unit)}"
-    return ""
-
-
 def structured(text: str) -> tuple[str, Any]:
     """Evidence text as ("dl", [(key, value)]), ("table", (headings, rows)) or ("text", text):
     a JSON object or Python literal becomes a definition list, a list of like records a table."""
@@ -159,3 +129,6 @@ def _compact(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, ensure_ascii=False, default=str)
     return str(value)
+
+
+__all__ = ["headline"]  # headline lives in report/text.py

@@ -60,8 +60,6 @@ def detail(result: Result) -> str:
     if result.reason:
         return result.reason
     if result.verdict == Verdict.PASS:
-        from .summary import headline
-
         key = headline(result)
         if key:
             warnings = sum(f.severity == "warning" for f in result.findings)
@@ -85,3 +83,32 @@ def detail(result: Result) -> str:
 def shorten(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def headline(result: Result) -> str:
+    """A passing check's key number: the thresholded measurement closest to its limit (one with a
+    unit before a ratio), e.g.
+    'scale: p99 latency 4.9 ms <= 100 ms'; else the first measurement that is a number."""
+    held = [m for m in result.measurements if m.passed and _number(m.value) is not None and _number(m.threshold)]
+
+    def margin(m: Measurement) -> float:
+        value, limit = float(m.value), float(m.threshold)
+        if not limit:
+            return abs(value)
+        return abs(limit - value) / abs(limit)
+
+    if held:  # a measured quantity (ms, infer/s) reads better than a ratio such as a success rate
+        m = min(held, key=lambda m: (m.unit == "ratio", margin(m)))
+        where = f"{m.model}: " if m.model else ""
+        return f"{where}{m.name} {format_value(m.value, m.unit)} {m.comparison} {format_value(m.threshold, m.unit)}"
+    for m in result.measurements:
+        if m.value is not None and not isinstance(m.value, bool) and m.name != "baseline":
+            where = f"{m.model}: " if m.model else ""
+            return f"{where}{m.name} {format_value(m.value, m.unit)}"
+    return ""

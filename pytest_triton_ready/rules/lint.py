@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import TritonReadyError
 from .modelconfig import ModelSource
 
 SEVERITIES = ("error", "warning", "info")
@@ -83,7 +84,7 @@ def rule(rule_id: str, severity: str, summary: str):
     return register
 
 
-class UnknownRule(ValueError):
+class UnknownRule(TritonReadyError, ValueError):
     """A disabled rule id that no rule has."""
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import time
 
+from ..errors import TritonReadyError
+
 NVML_SETTLE_S = 0.5
 METRICS_SETTLE_S = 2.5  # Triton refreshes nv_gpu_* every --metrics-interval-ms (2000 ms by default)
 READY_TIMEOUT_S = 120.0
 
 
-class NotMeasured(RuntimeError):
+class NotMeasured(TritonReadyError, RuntimeError):
     """Why a model's memory was not measured; the lint rule reports it as an info finding."""
 
 

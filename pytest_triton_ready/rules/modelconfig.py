@@ -15,6 +15,8 @@ from typing import Any
 
 from google.protobuf import json_format, text_format
 
+from ..errors import TritonReadyError
+
 CONFIG_FILE = "config.pbtxt"
 _POSITION_PREFIX = re.compile(r"^\d+:\d+ : ")
 
@@ -26,7 +28,7 @@ def model_config_pb2():
     return module
 
 
-class ConfigSyntaxError(ValueError):
+class ConfigSyntaxError(TritonReadyError, ValueError):
     """A config that protobuf cannot read; `str()` is `file:line:column: reason`."""
 
     def __init__(self, origin: str, line: int | None, column: int | None, reason: str) -> None:

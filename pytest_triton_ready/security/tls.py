@@ -13,8 +13,10 @@ import socket
 import ssl
 from dataclasses import dataclass, field
 
+from ..errors import TritonReadyError
 
-class TLSNotOffered(ConnectionError):
+
+class TLSNotOffered(TritonReadyError, ConnectionError):
     """The endpoint answers, but not with a TLS handshake (a plaintext server)."""
 
 

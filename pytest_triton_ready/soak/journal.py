@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import TritonReadyError
 from .windows import Window
 
 KIND = "triton-ready-soak-journal"
 SCHEMA_VERSION = 1
 
 
-class JournalError(ValueError):
+class JournalError(TritonReadyError, ValueError):
     """A file that is not a soak journal, or one whose header cannot be read."""
 
 

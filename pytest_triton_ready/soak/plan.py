@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from ..errors import TritonReadyError
 from ..thresholds import THRESHOLDS, ThresholdValue
 from ..yamlschema import Section, setting
 from .duration import parse_duration
@@ -33,7 +34,7 @@ LIMIT_NAMES = ("success_rate_min", "soak_p99_drift_ratio_max", "soak_p99_drift_m
                "soak_pending_growth_max", "soak_runner_memory_slope_max_mb_h", "soak_dropped_max")
 
 
-class PlanError(ValueError):
+class PlanError(TritonReadyError, ValueError):
     """A soak setting that cannot work; the message names it and where it came from."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import TritonReadyError
 from .journal import JournalWriter
 from .plan import SoakPlan
 from .progress import ProgressLine, progress_text
@@ -24,7 +25,7 @@ TICK_S = 1.0  # how often the progress line moves between windows (TTY only)
 STALL_GRACE_S = 30.0
 
 
-class SoakInterrupted(Exception):
+class SoakInterrupted(TritonReadyError):
     """SIGTERM during a soak: handled like Ctrl-C."""
 
 
