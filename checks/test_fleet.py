@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from pytest_triton_ready import progress
 from pytest_triton_ready.client import TritonClient
 from pytest_triton_ready.fleet import DiscoveryError, resolve
 from pytest_triton_ready.fleet.consistency import compare, read_view
@@ -21,7 +22,6 @@ from pytest_triton_ready.fleet.spread import Capacity, read_counters, spread
 from pytest_triton_ready.load.server_side import several_servers
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError, scrape
 from pytest_triton_ready.models import ready_models
-from pytest_triton_ready.report import progress
 
 
 class FleetUnderTest:

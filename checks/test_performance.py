@@ -7,6 +7,7 @@ that is not stable and valid is never the reason a check passes.
 
 import pytest
 
+from pytest_triton_ready import progress
 from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred
 from pytest_triton_ready.load.curve import (
@@ -21,7 +22,6 @@ from pytest_triton_ready.load.curve import (
 from pytest_triton_ready.load.profile import profile
 from pytest_triton_ready.models import defer_to_streaming, ready_decoupled_models, ready_models
 from pytest_triton_ready.plan import require_allowed
-from pytest_triton_ready.report import progress
 
 pytestmark = pytest.mark.usefixtures("triton")
 

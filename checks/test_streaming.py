@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from pytest_triton_ready import progress
 from pytest_triton_ready.load.streaming import (
     StreamingLoad,
     StreamingPlan,
@@ -42,7 +43,6 @@ from pytest_triton_ready.load.streaming_rules import (
     streaming_slo,
 )
 from pytest_triton_ready.models import instance_count, ready_decoupled_models
-from pytest_triton_ready.report import progress
 
 pytestmark = pytest.mark.usefixtures("triton")
 

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["report"]:
         from .report.cli import main as report_main
-        from .soak.report_source import register as read_soak_journals
+        from .report.soak_journal import register as read_soak_journals
 
         read_soak_journals()
         return report_main(args[1:])

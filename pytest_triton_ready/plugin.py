@@ -388,8 +388,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A progress line for a check that runs longer than a few seconds (report/progress.py)."""
-    from .report import progress
+    """A progress line for a check that runs longer than a few seconds (progress.py)."""
+    from . import progress
 
     recorder = item.stash.get(RECORDER_KEY, None)
     write = progress.terminal_writer(item.config) if recorder is not None else None

@@ -24,6 +24,7 @@ from .addresses import load_cluster as _load_cluster
 from .errors import TritonReadyError
 from .launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES, launcher_kind
 from .launchers.ulimits import DEFAULT_ULIMITS
+from .progress import QUIET_S
 from .redaction import (
     MIN_SECRET_CHARS,
     Redactor,
@@ -35,7 +36,6 @@ from .redaction import (
     split_credentials,
     too_short,
 )
-from .report.progress import QUIET_S
 from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
 from .yamlschema import Lines, SchemaError, Section, load_yaml, section_view, setting, validate
 

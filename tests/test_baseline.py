@@ -192,7 +192,7 @@ def test_passing_rows_show_their_key_number_and_evidence_renders_as_a_definition
 
 
 def test_progress_lines_come_after_the_quiet_time_and_on_each_step():
-    from pytest_triton_ready.report import progress
+    from pytest_triton_ready import progress
 
     lines = []
     now = [0.0]
@@ -209,7 +209,7 @@ def test_progress_lines_come_after_the_quiet_time_and_on_each_step():
 def test_a_step_too_soon_after_a_line_is_shown_once_the_gap_has_passed(monkeypatch):
     import time
 
-    from pytest_triton_ready.report import progress
+    from pytest_triton_ready import progress
 
     monkeypatch.setattr(progress, "MIN_GAP_S", 0.5)
     lines = []
@@ -228,7 +228,7 @@ def test_a_step_too_soon_after_a_line_is_shown_once_the_gap_has_passed(monkeypat
 def test_status_waits_for_the_heartbeat_and_a_check_with_its_own_line_gets_no_more():
     import time
 
-    from pytest_triton_ready.report import progress
+    from pytest_triton_ready import progress
     from pytest_triton_ready.soak.progress import ProgressLine
 
     lines = []
@@ -248,7 +248,7 @@ def test_status_waits_for_the_heartbeat_and_a_check_with_its_own_line_gets_no_mo
 
 
 def test_progress_after_is_a_setting_with_the_progress_default(tmp_path):
-    from pytest_triton_ready.report.progress import QUIET_S
+    from pytest_triton_ready.progress import QUIET_S
     from pytest_triton_ready.settings import build_settings
 
     assert build_settings({}, {}, environ={}).triton_progress_after == QUIET_S == 3.0

@@ -142,7 +142,7 @@ def test_a_failed_restore_becomes_an_error_finding_with_state_and_advice(returns
 def test_every_phase_of_an_experiment_is_a_progress_step_with_its_name():
     import itertools
 
-    from pytest_triton_ready.report import progress
+    from pytest_triton_ready import progress
 
     lines = []
     ticks = itertools.count(0.0, 5.0)  # each reading of the clock is 5 s later: every step shows

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import CHECKS, TEST_REPOSITORIES
 from pytest_triton_ready.report import write_reports
+from pytest_triton_ready.report.soak_journal import journal_to_run
 from pytest_triton_ready.settings import build_settings
 from pytest_triton_ready.soak import (
     JournalError,
@@ -28,7 +29,6 @@ from pytest_triton_ready.soak import (
     build_plan,
     evaluate,
     is_journal,
-    journal_to_run,
     parse_duration,
     read_journal,
     soak_limits,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..report import progress
+from .. import progress
 from .outcomes import Outcome
 from .timeline import steady_state
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..report import progress
+from .. import progress
 
 
 @dataclass

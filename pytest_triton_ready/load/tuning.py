@@ -8,7 +8,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..report import progress
+from .. import progress
 from .curve import CurvePoint
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from ..report import progress
+from .. import progress
 from .duration import format_duration
 from .windows import Window
 
@@ -65,7 +65,7 @@ class ProgressLine:
 
     def show(self, text: str) -> None:
         """Show `text` (rewriting the line on a TTY); from the first call on, the check's generic
-        progress lines (report/progress.py) stop, so the two never interleave."""
+        progress lines (progress.py) stop, so the two never interleave."""
         if not self._shown:
             progress.own_line()
         with self._uncaptured():

@@ -1,23 +1,20 @@
-"""Turning soak windows into a check's record (measurements, findings, charts, evidence), and a
-journal into a Run the report writers can render.
+"""Turning soak windows into a check's record (measurements, findings, charts, evidence), live or
+from a journal (`result_from_journal`; report/soak_journal.py renders that as a report).
 
-`record_soak` serves both the live check and `journal_to_run`, so a journal rebuilt after a crash
+`record_soak` serves both the live check and `result_from_journal`, so a journal rebuilt after a crash
 is judged by the same rules, with the same words, as the run that wrote it.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ..recorder import CheckRecorder
 from ..report.model import Evidence, Result, Verdict
-from ..run import Run
 from ..settings import Settings
 from .duration import format_duration
-from .journal import Journal, read_journal
+from .journal import Journal
 from .plan import SoakPlan
 from .rules import MB, Evaluation, evaluate
 from .windows import Window
@@ -161,18 +158,7 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-# -- a journal rendered as a report ------------------------------------------------------------------
-class RecordedSettings(Settings):
-    """The settings a journaled run used, as its header recorded them (secrets already redacted)."""
-
-    def __init__(self, recorded: dict[str, Any]) -> None:
-        super().__init__()
-        self._recorded = dict(recorded)
-
-    def redacted(self) -> dict[str, Any]:
-        return dict(self._recorded)
-
-
+# -- a journal judged again ---------------------------------------------------------------------
 def result_from_journal(journal: Journal) -> Result:
     """PERF-3's Result rebuilt from a journal; INCOMPLETE unless the journal records a completed soak."""
     header = journal.header
@@ -205,31 +191,6 @@ def result_from_journal(journal: Journal) -> Result:
     return result
 
 
-def journal_to_run(path: str | Path) -> Run:
-    """A Run (settings, one PERF-3 Result, context) from a soak journal, for the report writers.
-
-    `write_reports(journal_to_run(path), directory)` renders a partial report (verdict INCOMPLETE,
-    every window kept) from the journal of a runner that died. Raises JournalError when `path` is
-    not a soak journal.
-    """
-    journal = read_journal(Path(path))
-    header = journal.header
-    result = result_from_journal(journal)
-    finished = (journal.end or {}).get("finished_at")
-    if finished is None and journal.windows:
-        finished = dt.datetime.fromtimestamp(journal.windows[-1].wall_time, dt.timezone.utc).isoformat(timespec="seconds")
-    context = dict(header.get("context") or {})
-    context.setdefault("runner", {"pytest_triton_ready": "not recorded in the soak journal",
-                                  "python": "not recorded in the soak journal"})
-    context.setdefault("gpus", {"source": None, "gpus": [],
-                                "unavailable_reason": "the soak journal did not record the GPU inventory"})
-    context["soak_journal"] = {"path": str(journal.path), "windows": len(journal.windows),
-                               "closed": journal.finished, "end": (journal.end or {}).get("reason")}
-    run = Run(RecordedSettings(header.get("settings") or {}), [result], context=context,
-              started_at=header.get("started_at") or "", finished_at=finished)
-    return run
-
-
 def journal_header(check_result: Result, plan: SoakPlan, context: dict[str, Any], settings: Settings,
                    started_at: str) -> dict[str, Any]:
     """What a journal's first line holds: enough to render a report with no other file."""
@@ -242,5 +203,4 @@ def journal_header(check_result: Result, plan: SoakPlan, context: dict[str, Any]
     })
 
 
-__all__ = ["journal_to_run", "record_soak", "result_from_journal", "journal_header", "window_table",
-           "RecordedSettings"]
+__all__ = ["record_soak", "result_from_journal", "journal_header", "window_table"]

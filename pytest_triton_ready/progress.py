@@ -6,7 +6,7 @@ bound 512)`), again every HEARTBEAT_S, and at once when the check reports a step
 load engine, fault experiments) report through the module-level API, which does nothing outside a
 check:
 
-    from pytest_triton_ready.report import progress
+    from pytest_triton_ready import progress
     progress.step(f"{model}: concurrency {c} (point {i}, search bound {bound})")   # shown at once
     with progress.phase("server restart (scale): fault injected"):
         ...
