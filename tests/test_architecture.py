@@ -1,0 +1,178 @@
+"""The shape of the package (docs/architecture.md): no import circle, no import running up the
+layers, one exception base. The import graph is read from the source with an AST pass, so an
+import inside a function counts as much as one at the top of a module."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import pytest_triton_ready
+from pytest_triton_ready.errors import TritonReadyError
+
+PACKAGE = "pytest_triton_ready"
+ROOT = Path(pytest_triton_ready.__file__).parent
+# Model files the demo repository serves (they run inside tritonserver, not in this package).
+NOT_PACKAGE_CODE = ("demo.*",)
+
+# Bottom first. A module belongs to the first layer with a pattern that matches its dotted name
+# (without the package prefix); it may import from its own layer and the ones below.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("<package>", "errors", "progress", "addresses", "yamlschema", "thresholds", "redaction",
+                    "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
+                    "recorder")),
+    ("server", ("client", "metrics", "gpu", "models", "report.context")),
+    ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "plan", "gate",
+                      "faults.plan", "faults.declared", "load.profile", "monitoring.config", "soak.plan",
+                      "fleet.targets")),
+    ("settings", ("settings", "run", "target", "demo_repository", "launchers.*")),
+    ("phases", ("health", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",
+                "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
+                "baseline.*", "soak", "soak.*")),
+    ("report", ("report", "report.*")),
+    ("entry", ("plugin", "cli")),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) or "<package>"
+
+
+def package_modules() -> dict[str, Path]:
+    modules = {module_name(path): path for path in ROOT.rglob("*.py")}
+    return {name: path for name, path in modules.items()
+            if not any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_PACKAGE_CODE)}
+
+
+def _absolute(name: str) -> str:
+    """'pytest_triton_ready.load.engine' -> 'load.engine'; the package itself -> '<package>'."""
+    return name.removeprefix(PACKAGE).lstrip(".") or "<package>"
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that `name` imports anywhere in its source (functions included)."""
+    is_package = path.name == "__init__.py"
+    here = [] if name == "<package>" else name.split(".")
+    package = here if is_package else here[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(_absolute(alias.name) for alias in node.names if alias.name.startswith(PACKAGE))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else [])) or "<package>"
+            elif node.module and node.module.startswith(PACKAGE):
+                target = _absolute(node.module)
+            else:
+                continue
+            for alias in node.names:  # `from . import progress` imports the module progress
+                sub = alias.name if target == "<package>" else f"{target}.{alias.name}"
+                found.add(sub if sub in modules else target)
+    found.discard(name)
+    return {module for module in found if module in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = package_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph.get(module, ())):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def layer_of(module: str) -> int | None:
+    for rank, (_, patterns) in enumerate(LAYERS):
+        if any(fnmatch.fnmatchcase(module, pattern) for pattern in patterns):
+            return rank
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            if layer_of(target) > layer_of(module):
+                found.append(f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
+                             f"({LAYERS[layer_of(target)][0]})")
+    return found
+
+
+def test_the_graph_sees_every_kind_of_import():
+    graph = import_graph()
+    assert "launchers.registry" in graph["target"]  # from .launchers.registry import ...
+    assert "progress" in graph["plugin"]  # `from . import progress` inside a function
+    assert "faults.injector" in graph["faults.declared_experiments"]
+    assert "<package>" not in graph["run"] or "<package>" in graph
+
+
+def test_the_circle_finder_finds_a_circle_held_open_by_a_function_level_import():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle():
+    assert circles(import_graph()) == []
+
+
+def test_every_module_has_a_layer():
+    assert [module for module in import_graph() if layer_of(module) is None] == []
+
+
+def test_no_import_runs_up_the_layers():
+    assert upward_imports(import_graph()) == []
+
+
+def test_an_upward_import_is_reported():
+    assert upward_imports({"settings": {"report.html"}, "report.html": set()}) == [
+        "settings (settings) imports report.html (report)"]
+
+
+@pytest.mark.parametrize("module", sorted(m.name for m in pkgutil.walk_packages(pytest_triton_ready.__path__,
+                                                                                f"{PACKAGE}.")
+                                          if ".demo." not in m.name))
+def test_every_error_the_package_defines_is_a_triton_ready_error(module):
+    loaded = importlib.import_module(module)
+    errors = [value for value in vars(loaded).values()
+              if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module]
+    assert [error.__name__ for error in errors if not issubclass(error, TritonReadyError)] == []
