@@ -11,6 +11,7 @@ import functools
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from .addresses import host_port as _host_port
 from .addresses import load_cluster as _load_cluster
 from .errors import TritonReadyError
 from .launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES, launcher_kind
+from .launchers.schema import DEFAULT_SHM_SIZE, ContainerSection, container_help
 from .launchers.ulimits import DEFAULT_ULIMITS
 from .progress import QUIET_S
 from .redaction import (
@@ -191,10 +193,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_models", "models", "Comma-separated models in scope; default: every model in the repository index.", _model_list, metavar="M1,M2"),
     Option("triton_request_timeout", "server.request_timeout_s", "Timeout of one request to the server, in seconds.", _positive_float, 10.0, "SECONDS"),
     Option("triton_startup_timeout", "server.startup_timeout_s", "How long a launched server may take to become ready, in seconds.", _positive_float, 120.0, "SECONDS"),
-    Option("triton_image", "server.image", "Container image for --triton-launch=container.", metavar="IMAGE"),
-    Option("triton_gpus", "server.gpus", "GPUs for the container launcher: all (the default), none, or indices or UUIDs like 0,1.", metavar="GPUS"),
-    Option("triton_shm_size", "server.shm_size", "Shared memory of the container launcher's container (docker --shm-size), e.g. 1g.", str, "1g", "SIZE"),
-    Option("triton_ulimits", "server.ulimits", "Resource limits of the container launcher's container (docker --ulimit): NAME=VALUE[,...] with VALUE a number, SOFT:HARD or -1 (unlimited), or none; the default is Triton's advice. In YAML also a mapping.", _ulimits, DEFAULT_ULIMITS, "LIMITS"),
+    Option("triton_image", "container.image", container_help("image"), metavar="IMAGE"),
+    Option("triton_gpus", "container.gpus", container_help("gpus"), metavar="GPUS"),
+    Option("triton_shm_size", "container.shm_size", container_help("shm_size"), str, DEFAULT_SHM_SIZE, "SIZE"),
+    Option("triton_ulimits", "container.ulimits", container_help("ulimits"), _ulimits, DEFAULT_ULIMITS, "LIMITS"),
     Option("triton_server_log", "server.log_file", "Keep the launched server's whole log in this file when the run ends.", Path, None, "FILE"),
     Option("triton_dynamic_dim", "inputs.dynamic_dim", "Size given to a variable (-1) input dimension when synthesizing requests.", _count, 16, "N"),
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
@@ -244,10 +246,11 @@ class ServerSection(Section):
     request_timeout_s: Annotated[float | None, _checked_by("triton_request_timeout")] = _option_field("triton_request_timeout")
     startup_timeout_s: Annotated[float | None, _checked_by("triton_startup_timeout")] = _option_field("triton_startup_timeout")
     headers: dict[str, str] = setting(dict, "extra request headers (auth); values never appear in any output")
-    image: str | None = _option_field("triton_image")
-    gpus: str | None = _option_field("triton_gpus")
-    shm_size: str | None = _option_field("triton_shm_size")
-    ulimits: Annotated[dict[str, int | str] | str | None, _checked_by("triton_ulimits")] = _option_field("triton_ulimits")
+    image: str | None = setting(None, "deprecated: write container.image")
+    gpus: str | None = setting(None, "deprecated: write container.gpus")
+    shm_size: str | None = setting(None, "deprecated: write container.shm_size")
+    ulimits: Annotated[dict[str, int | str] | str | None, _checked_by("triton_ulimits")] = setting(
+        None, "deprecated: write container.ulimits")
     log_file: str | None = _option_field("triton_server_log")
     args: list[str] = setting(list, "extra tritonserver flags, used where the run starts the server")
 
@@ -290,6 +293,12 @@ class _FileBase(Section):
     slo: dict[str, SloSection] = setting(dict, "objectives per model; `default` for the rest")
     thresholds: dict[str, float] = setting(dict, "named thresholds (pytest_triton_ready/thresholds.py)")
     report: ReportSection | None = None
+    container: ContainerSection | None = None
+
+
+# The keys that moved to their launcher's own section: new spelling -> the old one, still read.
+MOVED_KEYS = {"container.image": "server.image", "container.gpus": "server.gpus",
+              "container.shm_size": "server.shm_size", "container.ulimits": "server.ulimits"}
 
 
 @functools.cache
@@ -321,7 +330,7 @@ def file_model() -> type[BaseModel]:
 
 def sections() -> dict[str, type[BaseModel]]:
     """The sections code reads through settings.section(name) / settings.section_model(name)."""
-    own = {"server": ServerSection, "inputs": InputsSection, "report": ReportSection}
+    own = {"server": ServerSection, "inputs": InputsSection, "report": ReportSection, "container": ContainerSection}
     return {**own, **phase_sections()}
 
 
@@ -347,7 +356,7 @@ class Settings:
     triton_startup_timeout: float = 120.0
     triton_image: str | None = None
     triton_gpus: str | None = None
-    triton_shm_size: str = "1g"
+    triton_shm_size: str = DEFAULT_SHM_SIZE
     triton_ulimits: str = DEFAULT_ULIMITS
     triton_server_log: Path | None = None
     triton_dynamic_dim: int = 16
@@ -473,12 +482,12 @@ def build_settings(
         return f"{path}:{line}" if line else f"{path}"
 
     settings = Settings(config_file=path, yaml=data)
+    _warn_moved_keys(data, yaml_where)
     for option in OPTIONS:
         candidates = (
             (cli.get(option.dest), "cli", "cli"),
             (environ.get(option.env), f"env:{option.env}", f"env {option.env}"),
-            (_dig(data, option.yaml_path), yaml_source,
-             f"{yaml_where(*option.yaml_path.split('.'))} ({option.yaml_path})"),
+            _yaml_candidate(data, option.yaml_path, yaml_source, yaml_where),
             (ini.get(option.ini) or None, "ini", f"ini {option.ini}"),
         )
         for raw, source, origin in candidates:
@@ -544,6 +553,27 @@ def build_settings(
                             "keep out of every output without also hiding ordinary text; header values are "
                             "treated as secrets")
     return settings
+
+
+def _yaml_candidate(data: dict[str, Any], yaml_path: str, source: str,
+                    yaml_where: Callable[..., str]) -> tuple[Any, str, str]:
+    """(value, source, origin) of an option in the YAML; a key that moved is still read under its
+    old spelling when the new one is not set."""
+    old = MOVED_KEYS.get(yaml_path)
+    if _dig(data, yaml_path) is None and old and _dig(data, old) is not None:
+        yaml_path = old
+    return _dig(data, yaml_path), source, f"{yaml_where(*yaml_path.split('.'))} ({yaml_path})"
+
+
+def _warn_moved_keys(data: dict[str, Any], yaml_where: Callable[..., str]) -> None:
+    """One deprecation line per key written under its old spelling."""
+    for new, old in MOVED_KEYS.items():
+        if _dig(data, old) is None:
+            continue
+        ignored = "; it is ignored, since container.{} is set too".format(new.split(".", 1)[1]) \
+            if _dig(data, new) is not None else ""
+        warnings.warn(f"{yaml_where(*old.split('.'))}: {old} is deprecated, write {new} (the container "
+                      f"launcher's own section){ignored}", FutureWarning, stacklevel=3)
 
 
 def _read_headers(settings: Settings, data: dict[str, Any], environ: dict[str, str], yaml_where: Callable[..., str],
@@ -613,7 +643,8 @@ def _dig(data: dict[str, Any], dotted: str) -> Any:
 
 # -- the settings reference (docs/settings.md is this text; a test keeps them equal) ------------
 SECTION_DOCS = {
-    "server": "docs/container-and-gpu.md", "inputs": "README.md", "report": "docs/report.md",
+    "server": "docs/container-and-gpu.md", "container": "docs/container-and-gpu.md", "inputs": "README.md",
+    "report": "docs/report.md",
     "lint": "docs/config-rules.md", "performance": "docs/load-engine.md", "soak": "docs/soak.md",
     "faults": "docs/faults.md", "monitoring": "docs/monitoring.md", "operations": "docs/operations-security.md",
     "security": "docs/operations-security.md", "fleet": "docs/fleet.md",

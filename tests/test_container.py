@@ -83,7 +83,7 @@ def test_spec_with_gpus_none_asks_docker_for_no_device():
 
 
 def test_spec_shared_memory_and_ulimits(tmp_path):
-    settings = settings_from({"triton_image": IMAGE}, yaml_text="server:\n  shm_size: 2G\n", tmp_path=tmp_path)
+    settings = settings_from({"triton_image": IMAGE}, yaml_text="container:\n  shm_size: 2G\n", tmp_path=tmp_path)
     kwargs = container_spec(settings, host_ports=PORTS).run_kwargs()
     assert kwargs["shm_size"] == "2g"
     limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in kwargs["ulimits"]}
@@ -196,9 +196,9 @@ def test_ulimits_setting_forms_and_errors(tmp_path):
     assert settings_from({"triton_ulimits": "stack=unlimited, nofile=1024:4096"}).triton_ulimits == \
         "stack=-1,nofile=1024:4096"
     assert settings_from({"triton_ulimits": "none"}).triton_ulimits == "none"
-    yaml_settings = settings_from(yaml_text="server:\n  ulimits: {memlock: 65536, stack: 67108864}\n", tmp_path=tmp_path)
+    yaml_settings = settings_from(yaml_text="container:\n  ulimits: {memlock: 65536, stack: 67108864}\n", tmp_path=tmp_path)
     assert yaml_settings.triton_ulimits == "memlock=65536,stack=67108864"
-    assert yaml_settings.origins["triton_ulimits"].endswith("triton-ready.yaml:2 (server.ulimits)")
+    assert yaml_settings.origins["triton_ulimits"].endswith("triton-ready.yaml:2 (container.ulimits)")
     for bad, expected in (("stack", "expected NAME=VALUE"), ("stak=1", "unknown limit 'stak'"),
                           ("nofile=10:5", "above the hard limit"), ("nofile=lots", "expected a number")):
         with pytest.raises(SettingsError, match=expected):
@@ -222,7 +222,7 @@ def test_a_refused_limit_is_one_line_naming_the_limit_and_the_setting():
             'operation not permitted: OCI permission denied")')
     line = _docker_failure(RuntimeError(runc), spec)
     assert line.startswith("the container engine refused the resource limit memlock=-1 "
-                           "(--triton-ulimits=memlock=-1,stack=67108864,nofile=4096 (from cli; YAML server.ulimits))")
+                           "(--triton-ulimits=memlock=-1,stack=67108864,nofile=4096 (from cli; YAML container.ulimits))")
     assert line.endswith("e.g. --triton-ulimits=stack=67108864,nofile=4096")
     engine_default = _docker_failure(RuntimeError(runc.replace("type 8", "type 7")),
                                      container_spec(settings_from({"triton_image": IMAGE}), host_ports=PORTS))

@@ -158,3 +158,39 @@ def test_fault_plan_from_a_plain_dict_names_the_key():
         FaultPlan.from_section({"rate_per_s": -5})
     plan = FaultPlan.from_section({"rate_per_s": 7})
     assert plan.rate_per_s == 7.0 and plan.steady_s == 1.5 and plan.late_drop_s == 1.0
+
+
+def _from_yaml(tmp_path, text):
+    path = tmp_path / "triton-ready.yaml"
+    path.write_text(text)
+    return build_settings({}, {}, {}, config_file=str(path))
+
+
+def test_the_container_launcher_reads_its_own_section(tmp_path, recwarn):
+    settings = _from_yaml(tmp_path, "container:\n  image: tritonserver:24.10-py3\n  shm_size: 2g\n"
+                                    "  ulimits: {memlock: 65536}\n")
+    assert (settings.triton_image, settings.triton_shm_size, settings.triton_ulimits) == (
+        "tritonserver:24.10-py3", "2g", "memlock=65536")
+    assert settings.origins["triton_image"].endswith("triton-ready.yaml:2 (container.image)")
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]
+
+
+def test_a_container_key_under_server_is_still_read_with_one_deprecation_line(tmp_path):
+    with pytest.warns(FutureWarning) as caught:
+        settings = _from_yaml(tmp_path, "server:\n  image: old:1\n  gpus: none\n")
+    assert (settings.triton_image, settings.triton_gpus) == ("old:1", "none")
+    assert settings.origins["triton_image"].endswith("triton-ready.yaml:2 (server.image)")
+    lines = sorted(str(w.message) for w in caught)
+    assert len(lines) == 2 and lines[0].endswith("triton-ready.yaml:2: server.image is deprecated, write "
+                                                 "container.image (the container launcher's own section)")
+
+
+def test_the_new_spelling_wins_over_the_old_and_the_line_says_so(tmp_path):
+    with pytest.warns(FutureWarning, match="server.image is deprecated.*ignored, since container.image is set"):
+        settings = _from_yaml(tmp_path, "server:\n  image: old:1\ncontainer:\n  image: new:2\n")
+    assert settings.triton_image == "new:2"
+
+
+def test_a_bad_container_value_names_its_key(tmp_path):
+    with pytest.raises(SettingsError, match=r"container\.ulimits"):
+        _from_yaml(tmp_path, "container:\n  ulimits: stak=1\n")

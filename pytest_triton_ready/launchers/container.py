@@ -26,14 +26,14 @@ from typing import Any
 from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported, serving_flags
 from .embedded import DEMO_REPOSITORY
 from .process import StubProcess, free_port, last_error_line, log_tail, stub_of
+from .schema import DEFAULT_SHM_SIZE
 from .settle import failed_models, settled
 from .ulimits import DEFAULT_ULIMITS, format_ulimits, parse_ulimits, refusal_line
 
 CONTAINER_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
-DEFAULT_SHM_SIZE = "1g"
 # Triton's own advice for `docker run`: unlimited locked memory and a 64 MiB stack (the default of
-# --triton-ulimits / server.ulimits).
+# --triton-ulimits / container.ulimits).
 ULIMITS = parse_ulimits(DEFAULT_ULIMITS)
 STUB_NAME = "triton_python_backend_stub"
 _SHM_SIZE = re.compile(r"^[1-9][0-9]*[bkmg]?$", re.IGNORECASE)

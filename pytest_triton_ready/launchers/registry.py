@@ -43,7 +43,7 @@ LAUNCHER_KINDS: dict[str, LauncherKind] = {kind.name: kind for kind in (
     LauncherKind("embedded", "embedded", "EmbeddedLauncher",
                  "start the tritonserver of the nvidia-pytriton wheel here"),
     LauncherKind("container", "container", "ContainerLauncher",
-                 "start the tritonserver image in a container (section `container:`)"),
+                 "start the tritonserver image in a container, set in the section container:"),
 )}
 LAUNCHER_NAMES = tuple(LAUNCHER_KINDS)
 

@@ -3,7 +3,7 @@
 Triton's own advice for `docker run` is unlimited locked memory and a 64 MiB stack
 (`memlock=-1,stack=67108864`): the default. An engine that cannot raise a limit (rootless podman,
 or a host without CAP_SYS_RESOURCE) refuses to start the container; `--triton-ulimits` (YAML
-`server.ulimits`) then lowers or drops them, e.g. `stack=67108864,nofile=4096` or `none`.
+`container.ulimits`) then lowers or drops them, e.g. `stack=67108864,nofile=4096` or `none`.
 
 The text form is the settings' form: `NAME=VALUE[,NAME=VALUE...]` where VALUE is a number (soft
 and hard), `SOFT:HARD`, `-1` or `unlimited`; or `none` for no limits beyond the engine's own.
@@ -104,7 +104,7 @@ def refusal_line(engine_message: str, ulimits: str, origin: str) -> str | None:
     if name is None:
         return None
     asked = parse_ulimits(ulimits)
-    setting = f"--triton-ulimits={ulimits} (from {origin}; YAML server.ulimits)"
+    setting = f"--triton-ulimits={ulimits} (from {origin}; YAML container.ulimits)"
     if name in asked:
         soft, hard = asked[name]
         shown = format_ulimits({name: (soft, hard)})
