@@ -118,7 +118,7 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
 
     reload_refused = policy(triton_settings).refusal("reload", "measuring a model's GPU memory unloads and "
                                                                "reloads it")
-    may_reload = triton_settings.section("lint").get("measure_model_memory", True) and not reload_refused
+    may_reload = triton_settings.section_model("lint").measures_model_memory and not reload_refused
     served = ready_names(triton.client)
     for source in (s for s in found.sources if has_gpu_instances(s.config, [g.index for g in readings])):
         if not readings:
@@ -161,7 +161,7 @@ def test_version_policy_explicit_and_served(triton, triton_settings, check):
     from pytest_triton_ready.rules.versions import describe_policy, expected_versions, servable_count
 
     found = deployment_configs(triton)
-    rollouts = triton_settings.section("lint").get("rollout", {})
+    rollouts = triton_settings.section_model("lint").rollout
     served: dict[str, list[int]] = {}
     for entry in triton.client.repository_index():
         if entry.get("state") == "READY" and str(entry.get("version", "")).isdigit():

@@ -11,14 +11,15 @@ import datetime as dt
 import pytest
 
 from pytest_triton_ready.operations.attestations import review_attestation
-from pytest_triton_ready.operations.capacity import PLACEMENTS, FleetPlan, measured_capacities, model_plan
+from pytest_triton_ready.operations.capacity import FleetPlan, measured_capacities, model_plan
+from pytest_triton_ready.operations.schema import Capacity, Fleet
 
 
 def _review(check, settings, kind):
     """Record one attestation; returns the review (its problems are already error findings)."""
     max_age = check.threshold("attestation_max_age_days")
     base_dir = settings.config_file.parent if settings.config_file else None
-    review = review_attestation(settings.section("operations"), kind, max_age.value,
+    review = review_attestation(settings.section_model("operations"), kind, max_age.value,
                                 dt.datetime.now(dt.timezone.utc).date(), base_dir)
     if review.age_days is not None:
         check.measure(f"{review.label} age", review.age_days, "days", threshold=max_age,
@@ -66,10 +67,8 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     decoupled model the capacity is the streaming curve's (test_streaming_tokens_and_ttft_curve):
     the requests/s completed at its best point within the TTFT SLO, a streamed request counting as
     one inference of the curve's token budget."""
-    section = triton_settings.section("operations").get("capacity") or {}
-    peaks = section.get("peak_rate") or {}
-    fleet = section.get("fleet") or {}
-    placement = fleet.get("placement", "shared")
+    capacity = triton_settings.section_model("operations").capacity or Capacity()
+    peaks, fleet = capacity.peak_rate, capacity.fleet or Fleet()
     headroom = check.threshold("capacity_headroom")
     if not peaks:
         check.finding("no capacity plan: declare each model's expected peak rate under "
@@ -83,10 +82,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
         if rate <= 0:
             check.finding(f"{model}: peak rate {rate:g} infer/s must be positive", model=model,
                           rule="operations.capacity.peak_rate")
-    if placement not in PLACEMENTS:
-        check.finding(f"operations.capacity.fleet.placement is {placement!r}; use one of {', '.join(PLACEMENTS)}",
-                      rule="operations.capacity.fleet.placement")
-    if fleet.get("gpus") is None:
+    if fleet.gpus is None:
         check.finding("no fleet declared: set operations.capacity.fleet.gpus (and instances_per_gpu per model)",
                       rule="operations.capacity.fleet")
     if check.errors:
@@ -110,14 +106,14 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     if unmeasured:
         check.incomplete(f"PERF-2 measured no throughput within SLO for {', '.join(unmeasured)}")
 
-    per_gpu = fleet.get("instances_per_gpu") or {}
+    per_gpu = fleet.instances_per_gpu
     plans = []
     for model, rate in peaks.items():
         try:
             plans.append(model_plan(model, measured[model], rate, headroom.value, per_gpu.get(model)))
         except ValueError as exc:
             check.incomplete(str(exc))
-    plan = FleetPlan(plans, placement, fleet["gpus"])
+    plan = FleetPlan(plans, fleet.placement, fleet.gpus)
     plan.assumptions.append("throughput scales linearly with the number of instances")
     for model_plan_ in plans:
         fact = measured[model_plan_.model]
@@ -150,7 +146,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
         check.measure("required (peak x (1 + headroom))", round(p.required, 1), "infer/s", model=p.model)
         check.measure("instances needed", p.instances_needed, "instances", model=p.model)
         check.measure("GPUs needed", p.gpus_needed, "GPUs", model=p.model)
-        if placement == "shared":
+        if fleet.placement == "shared":
             check.measure("fleet capacity", round(p.fleet_capacity(plan.gpus_declared), 1), "infer/s",
                           model=p.model, threshold=round(p.required, 1), comparison=">=",
                           finding=f"{p.model}: {plan.gpus_declared} GPU(s) carry "
@@ -159,7 +155,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     if plan.feasible:
         check.measure("fleet GPUs needed", plan.gpus_needed, "GPUs", threshold=plan.gpus_declared,
                       finding=f"the plan needs {plan.gpus_needed} GPU(s) and the fleet declares {plan.gpus_declared}")
-    if placement == "shared":
+    if fleet.placement == "shared":
         check.chart("Required throughput and fleet capacity", "model", "infer/s",
                     {"required": [(i, p.required) for i, p in enumerate(plans)],
                      "fleet capacity": [(i, p.fleet_capacity(plan.gpus_declared)) for i, p in enumerate(plans)]},

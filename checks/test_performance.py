@@ -354,7 +354,7 @@ def _tune_batching(triton, load, check, profiles, cap):
     measure each at saturation, recommend the best within the budget, restore the original config."""
     from pytest_triton_ready.load.tuning import tune_queue_delay
 
-    delays = triton.settings.section("performance").get("tune_queue_delays_us") or [0, 100, 500, 2000, 10000]
+    delays = triton.settings.section_model("performance").tune_queue_delays_us
     for prof in profiles:
         outcome = tune_queue_delay(triton, load, prof, delays, cap)
         if outcome.skipped:

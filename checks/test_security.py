@@ -25,19 +25,20 @@ from pytest_triton_ready.security.restricted import (
     probe_grpc,
     probe_http,
 )
+from pytest_triton_ready.security.schema import TlsSettings
 from pytest_triton_ready.security.secrets import find_leaks, labelled_secrets, searchable
 from pytest_triton_ready.security.tls import TLSNotOffered, inspect_tls, is_loopback
 from pytest_triton_ready.target import declared_endpoints
 
 
 def _tls_settings(settings):
-    return settings.section("security").get("tls") or {}
+    return settings.section_model("security").tls or TlsSettings()
 
 
 def _ssl_context(settings):
     import ssl
 
-    ca_file = _tls_settings(settings).get("ca_file")
+    ca_file = _tls_settings(settings).ca_file
     return ssl.create_default_context(cafile=ca_file) if ca_file else None
 
 
@@ -45,7 +46,7 @@ def _ssl_context(settings):
 def test_restricted_apis_need_credentials(triton, triton_settings, check):
     """The model-repository (load, unload), shared-memory, logging and trace APIs (or the list in
     security.restricted_apis) refuse a caller without credentials, over HTTP and gRPC."""
-    required = triton_settings.section("security").get("restricted_apis") or list(REQUIRED_BY_DEFAULT)
+    required = triton_settings.section_model("security").restricted_apis or list(REQUIRED_BY_DEFAULT)
     unknown = [api for api in required if api not in API_CATEGORIES]
     for api in unknown:
         check.finding(f"security.restricted_apis names {api!r}, which is not a Triton API category "
@@ -80,12 +81,12 @@ def test_transport_uses_tls_when_exposed(triton_settings, check, request):
     """When security.exposed_beyond_cluster is true, HTTP is served over https and gRPC over TLS
     (unless security.tls.grpc is false), with certificates that verify and are in their validity
     period; a certificate expiring within tls_cert_expiry_warning_days is a warning."""
-    security = triton_settings.section("security")
+    security = triton_settings.section_model("security")
     tls = _tls_settings(triton_settings)
     endpoints = declared_endpoints(triton_settings) or request.getfixturevalue("triton").endpoints
     http = urlsplit(endpoints.http_url)
     grpc_host, _, grpc_port = endpoints.grpc_url.rpartition(":")
-    exposed = security.get("exposed_beyond_cluster")
+    exposed = security.exposed_beyond_cluster
     check.measure("exposed beyond its cluster (declared)", "unknown" if exposed is None else str(exposed).lower())
 
     if exposed is None and not is_loopback(http.hostname or ""):
@@ -99,7 +100,7 @@ def test_transport_uses_tls_when_exposed(triton_settings, check, request):
                       rule="SEC-2")
         check.recommend("Terminate TLS in front of Triton's HTTP port (ingress or proxy) and point "
                         "--triton-url at the https address.")
-    if exposed and tls.get("grpc", True):
+    if exposed and tls.grpc:
         targets.append(("gRPC", grpc_host.strip("[]"), int(grpc_port)))
     if not targets and not check.errors:
         reason = ("security.exposed_beyond_cluster is false" if exposed is False else
@@ -110,7 +111,7 @@ def test_transport_uses_tls_when_exposed(triton_settings, check, request):
     timeout = triton_settings.triton_request_timeout
     for label, host, port in targets:
         try:
-            cert = inspect_tls(host, port, tls.get("server_name"), tls.get("ca_file"), timeout)
+            cert = inspect_tls(host, port, tls.server_name, tls.ca_file, timeout)
         except TLSNotOffered as exc:
             check.finding(f"{label}: {exc}: the endpoint is plaintext", rule="SEC-2")
             if label == "gRPC":

@@ -242,9 +242,7 @@ def _actions(settings: Any, rules: Policy) -> list[tuple[str, str]]:
         return "" if rules.allows(kind) else f" -> NOT RUN, INCOMPLETE (needs {kind})"
 
     out: list[tuple[str, str]] = []
-    lint = settings.section("lint")
-    memory = lint.get("measure_model_memory", True)
-    if memory:
+    if settings.section_model("lint").measures_model_memory:
         out.append(("CFG-1", "unload + load of each model with GPU instances, to measure its GPU memory"
                     + ("" if rules.allows("reload") else " -> not measured (needs reload)")))
     cap = int(_threshold(settings, "curve_max_concurrency"))

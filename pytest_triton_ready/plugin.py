@@ -88,7 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from .gate import WaiverError, parse_waivers
 
     try:
-        waivers = parse_waivers(settings.section("gate").get("waivers"), str(settings.config_file or "settings"))
+        waivers = parse_waivers([w.model_dump() for w in settings.section_model("gate").waivers],
+                                str(settings.config_file or "settings"))
     except WaiverError as exc:
         raise pytest.UsageError(f"triton-ready: {exc}") from None
     run = Run(settings)
@@ -222,7 +223,7 @@ def faults(triton, load, triton_settings):
     from .faults import FaultInjector, FaultPlan
 
     try:
-        plan = FaultPlan.from_section(triton_settings.section("faults"))
+        plan = FaultPlan.from_section(triton_settings.section_model("faults"))
     except (TypeError, ValueError) as exc:
         where = triton_settings.config_file or "the settings"
         pytest.fail(f"faults settings in {where}: {exc}", pytrace=False)

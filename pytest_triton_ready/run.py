@@ -38,7 +38,7 @@ class Run:
 
     def gaps(self) -> Gaps:
         """What the verdict needs beyond the results: checks in scope not run, expired waivers."""
-        allow_flaky = bool(self.settings.section("gate").get("allow_flaky", False))
+        allow_flaky = self.settings.section_model("gate").allow_flaky
         if self.scope is None:
             return Gaps(allow_flaky=allow_flaky)
         return Gaps(

@@ -39,7 +39,7 @@ from .redaction import (
     too_short,
 )
 from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
-from .yamlschema import Lines, SchemaError, Section, load_yaml, section_view, setting, validate
+from .yamlschema import Lines, SchemaError, Section, load_yaml, setting, validate
 
 LAUNCHERS = LAUNCHER_NAMES  # one list, in launchers/registry.py
 REDACTED = "***"
@@ -329,7 +329,7 @@ def file_model() -> type[BaseModel]:
 
 
 def sections() -> dict[str, type[BaseModel]]:
-    """The sections code reads through settings.section(name) / settings.section_model(name)."""
+    """The sections code reads through settings.section_model(name)."""
     own = {"server": ServerSection, "inputs": InputsSection, "report": ReportSection, "container": ContainerSection}
     return {**own, **phase_sections()}
 
@@ -414,12 +414,6 @@ class Settings:
             raise SettingsError(str(exc)) from None
         self._typed[name] = (raw, typed)
         return typed
-
-    def section(self, name: str) -> dict[str, Any]:
-        """A YAML section a phase owns (e.g. `monitoring`) as a read-only dict of the keys the file
-        set, empty when the file has none. Reading a key the section's model does not declare
-        raises UndeclaredKey."""
-        return section_view(self.section_model(name), name)
 
     def redacted(self) -> dict[str, Any]:
         """The settings as shown in a report: header values replaced, sources kept."""

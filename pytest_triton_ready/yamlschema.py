@@ -6,10 +6,9 @@ that refuses unknown keys and non-finite numbers). From that one declaration com
 (`settings_table`). Field help is the field's `description`; a unit goes in
 `json_schema_extra={"unit": ...}` (see `setting`).
 
-A loaded section is read either typed (`settings.section_model("soak").window`) or as a read-only
-dict view of the keys the file set (`settings.section("soak").get("window")`); the view refuses a
-key its model does not declare, so a read of an undeclared key fails loudly instead of always
-getting None.
+A loaded section is read one way, typed, with its declared defaults filled in
+(`settings.section_model("soak").window`); a key the model does not declare is an AttributeError,
+and `model_fields_set` says which keys the file set.
 """
 
 from __future__ import annotations
@@ -293,57 +292,3 @@ def settings_table(model: type[BaseModel], prefix: str) -> str:
     for key, kind, default, meaning in settings_rows(model, prefix):
         out.append(f"| `{key}` | {kind} | {default} | {meaning.replace('|', chr(92) + '|')} |")
     return "\n".join(out) + "\n"
-
-
-# -- the dict view ----------------------------------------------------------------------------
-class UndeclaredKey(TritonReadyError, KeyError):
-    """Code read a key its section's model does not declare: a bug, not a user error."""
-
-
-class SectionView(dict):
-    """A read-only dict of the keys a YAML section set, refusing keys its model does not declare."""
-
-    def __init__(self, model: type[BaseModel], data: dict[str, Any], where: str) -> None:
-        super().__init__(data)
-        self._model = model
-        self._where = where
-
-    def _declared(self, key: Any) -> None:
-        if key not in self._model.model_fields:
-            raise UndeclaredKey(f"{self._where}.{key} is not declared in {self._model.__name__} "
-                                f"(declared: {', '.join(self._model.model_fields)})")
-
-    def __getitem__(self, key: Any) -> Any:
-        self._declared(key)
-        return super().__getitem__(key)
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        self._declared(key)
-        return super().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        self._declared(key)
-        return super().__contains__(key)
-
-    def _readonly(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("a settings section is read-only")
-
-    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _readonly  # type: ignore[assignment]
-
-
-def section_view(instance: BaseModel, where: str) -> SectionView:
-    """The keys `instance` was given (not its defaults), nested sections as views too."""
-    data = {}
-    for name in instance.model_fields_set:
-        data[name] = _view_value(getattr(instance, name), f"{where}.{name}")
-    return SectionView(type(instance), data, where)
-
-
-def _view_value(value: Any, where: str) -> Any:
-    if isinstance(value, BaseModel):
-        return section_view(value, where)
-    if isinstance(value, dict):
-        return {k: _view_value(v, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_view_value(v, where) for v in value]
-    return value

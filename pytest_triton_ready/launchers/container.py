@@ -152,7 +152,7 @@ def container_spec(settings, host_ports: dict[int, int] | None = None, bind_addr
     gpus = parse_gpus(settings.triton_gpus, sources.get("triton_gpus", "default"))
     if host_ports is None:
         host_ports = {port: free_port() for port in (HTTP_PORT, GRPC_PORT, METRICS_PORT)}
-    extra_args = settings.section("server").get("args") or []
+    extra_args = settings.section_model("server").args
     ulimits_text = getattr(settings, "triton_ulimits", None) or DEFAULT_ULIMITS
     try:
         ulimits = parse_ulimits(ulimits_text)

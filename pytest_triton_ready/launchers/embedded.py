@@ -66,7 +66,7 @@ class EmbeddedLauncher:
     @classmethod
     def from_settings(cls, settings) -> EmbeddedLauncher:
         return cls(settings.triton_model_repository, settings.triton_startup_timeout,
-                   extra_args=settings.section("server").get("args") or [])
+                   extra_args=settings.section_model("server").args)
 
     @property
     def endpoints(self) -> Endpoints:

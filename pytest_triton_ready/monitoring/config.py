@@ -46,7 +46,6 @@ class MonitoringSettings:
     @classmethod
     def from_settings(cls, settings) -> MonitoringSettings:
         section = settings.section_model("monitoring")
-        given = settings.section("monitoring")
         base = settings.config_file.resolve().parent if settings.config_file else Path.cwd()
 
         def resolve(text: str | None) -> Path | None:
@@ -59,5 +58,5 @@ class MonitoringSettings:
             log_shipping=shipping,
             prometheus=str(resolve(section.prometheus)) if section.prometheus else None,
             promtool=str(resolve(section.promtool)) if section.promtool else None,
-            source=f"yaml:{settings.config_file}" if given else "no monitoring section",
+            source=f"yaml:{settings.config_file}" if section.model_fields_set else "no monitoring section",
         )

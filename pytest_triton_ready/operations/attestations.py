@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..yamlschema import validate
+from .schema import OperationsSection
+
 KINDS = {
     "hot_update_runbook": "hot-update runbook",
     "disaster_recovery": "disaster-recovery test record",
@@ -52,20 +55,23 @@ class AttestationReview:
                 + (f", {self.age_days} days old" if self.age_days is not None else ""))
 
 
-def review_attestation(operations: dict[str, Any], kind: str, max_age_days: float, today: dt.date,
-                       base_dir: Path | None) -> AttestationReview:
-    """Check one attestation of the `operations` YAML section against the rules above."""
+def review_attestation(operations: OperationsSection | dict[str, Any], kind: str, max_age_days: float,
+                       today: dt.date, base_dir: Path | None) -> AttestationReview:
+    """Check one attestation of the `operations` YAML section (typed, or the mapping the file
+    holds) against the rules above."""
     if kind not in KINDS:
         raise KeyError(f"unknown attestation kind {kind!r} (known: {', '.join(KINDS)})")
+    if not isinstance(operations, OperationsSection):
+        operations = validate(OperationsSection, dict(operations), "operations settings", prefix=("operations",))
     key = f"operations.attestations.{kind}"
-    entry = (operations.get("attestations") or {}).get(kind)
+    entry = getattr(operations.attestations, kind, None) if operations.attestations else None
     review = AttestationReview(kind, key)
-    if not entry:
+    if entry is None or not entry.model_fields_set:
         review.problems.append(f"no {review.label} is declared ({key} with link, owner and date)")
         return review
-    review.link = (entry.get("link") or "").strip() or None
-    review.owner = (entry.get("owner") or "").strip() or None
-    review.date = entry.get("date")
+    review.link = (entry.link or "").strip() or None
+    review.owner = (entry.owner or "").strip() or None
+    review.date = entry.date
     for name in ("link", "owner", "date"):
         if getattr(review, name) is None:
             review.problems.append(f"{key}.{name} is missing")

@@ -28,3 +28,9 @@ class LintSection(Section):
         dict, "rollout per model: canary or blue-green (CFG-3 then needs two versions)")
     measure_model_memory: bool | None = setting(
         None, "reload each model to measure its memory (default: when the run owns the server)")
+
+    @property
+    def measures_model_memory(self) -> bool:
+        """Whether CFG-1 measures model memory: unless turned off; a server the run does not own
+        also needs `reload` allowed (plan.Policy decides that)."""
+        return self.measure_model_memory is not False
