@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("triton")
 
 
 @pytest.mark.triton_check("PERF-3")
-def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check, request):
+def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load, gpu, check, request):
     """The server stays stable under steady load for the whole soak: no failures, drift, leaks or queue growth.
 
     Open-loop traffic at a fixed rate per model, judged per window: at least success_rate_min of
@@ -23,7 +23,6 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
     below its MB/hour limit; pending requests do not grow. A soak long enough to judge leaks that
     could not read the server's memory at all is INCOMPLETE, not a pass. Where every READY model in
     scope is decoupled, NOT APPLICABLE: test_streaming_soak_every_request_finishes soaks their streams."""
-    from pytest_triton_ready.plugin import RUN_KEY
     from pytest_triton_ready.run import now_iso
     from pytest_triton_ready.soak import JournalError, PlanError, build_plan, format_duration, journal_header, record_soak
     from pytest_triton_ready.soak.progress import ProgressLine
@@ -42,8 +41,7 @@ def test_soak_stability(triton, triton_settings, triton_facts, load, gpu, check,
     except PlanError as exc:
         pytest.fail(f"triton-ready: {exc}", pytrace=False)
 
-    run = request.config.stash[RUN_KEY]
-    header = journal_header(check.result, plan, run.context or run.collect_context(), triton_settings, now_iso())
+    header = journal_header(check.result, plan, triton_run.context or triton_run.collect_context(), triton_settings, now_iso())
     health = LoadHealth(triton, check, triton_facts, models)
     try:
         try:

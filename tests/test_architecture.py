@@ -176,3 +176,17 @@ def test_every_error_the_package_defines_is_a_triton_ready_error(module):
     errors = [value for value in vars(loaded).values()
               if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module]
     assert [error.__name__ for error in errors if not issubclass(error, TritonReadyError)] == []
+
+
+def test_no_check_reaches_into_the_plugin():
+    """Checks get the run, the settings and the server through fixtures, never the plugin's internals."""
+    checks = Path(__file__).resolve().parent.parent / "checks"
+    assert sorted(checks.glob("test_*.py"))
+    found = []
+    for path in sorted(checks.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if any(name == f"{PACKAGE}.plugin" for name in names):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []
