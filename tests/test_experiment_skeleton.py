@@ -322,3 +322,111 @@ def test_a_dead_instance_seen_by_the_traffic_or_the_probe_is_judged(errors, unhe
 
     outcome = run_experiment(InstanceRestart(Injector(Traffic(errors=errors), unhealthy), "scale"))
     assert outcome.incomplete is None and outcome.death_observed
+
+
+# -- the streaming experiments through the skeleton, with fake streams --------------------------------
+class Streams(Traffic):
+    """Fake streamed traffic: tokens, an in-flight count, and the records a StreamingResult keeps."""
+
+    def __init__(self, in_flight=0, records=(), errors=0, stuck=()):
+        from types import SimpleNamespace
+
+        super().__init__(in_flight=in_flight)
+        self.bins = [Bin(round(i * 0.1, 1), 0, 0, 0, None, None) for i in range(10)]
+        self.result = SimpleNamespace(timeline=SimpleNamespace(bins=self.bins, events=self.events), stats=SimpleNamespace(
+            errors={"boom": errors} if errors else {}), streaming=SimpleNamespace(
+            records=list(records), in_flight_at_stop=[], stats=SimpleNamespace(
+                errors={"boom": errors} if errors else {}, stuck=list(stuck), count_errors=errors)))
+
+    def tokens_so_far(self):
+        return 100
+
+    def in_flight_sent_before(self, t):
+        return 0
+
+    def stop(self):
+        return self.result
+
+
+def _stream_injector():
+    from types import SimpleNamespace
+
+    injector = Injector(None)
+    injector.streaming_plan = lambda model: None
+    injector.client = SimpleNamespace(model_config=lambda model: {"instance_group": [{"count": 1}]},
+                                      reconnect=lambda: None)
+    injector.target.client = injector.client
+    injector.target.server_log = lambda lines: ""
+    injector.target.settings = SimpleNamespace(headers={})
+    return injector
+
+
+def _stream_experiment(kind, streams, **options):
+    from pytest_triton_ready.faults import stream_experiments
+
+    injector = _stream_injector()
+    experiment = getattr(stream_experiments, kind)(injector, "generate", max_tokens=8, deadline_s=1.0, **options)
+    experiment.open_traffic = lambda: streams
+    experiment.ready_timeout_s = 0.05
+    return injector, experiment
+
+
+def test_streaming_sigterm_with_no_stream_in_flight_sends_no_signal_and_is_incomplete():
+    injector, experiment = _stream_experiment("StreamingSigterm", Streams(in_flight=0))
+    outcome = run_experiment(experiment)
+    assert injector.signals == [] and outcome.incomplete.startswith("no stream was in flight within 0.05 s")
+
+
+def test_streaming_sigterm_whose_streams_all_ended_before_the_signal_is_incomplete_not_a_pass():
+    from types import SimpleNamespace
+
+    ended = SimpleNamespace(id="u0-r1", sent=1.0, end=2.0, final=True, error=None, tokens=8)  # long before the signal
+    injector, experiment = _stream_experiment("StreamingSigterm", Streams(in_flight=1, records=[ended]))
+    outcome = run_experiment(experiment)
+    assert injector.signals == ["SIGTERM"] and outcome.in_flight_at_sigterm == 0
+    assert outcome.incomplete == "nothing was in flight at SIGTERM: the drain was not exercised"
+
+
+def test_streaming_sigterm_with_a_stream_in_flight_at_the_signal_is_judged():
+    import time
+    from types import SimpleNamespace
+
+    live = SimpleNamespace(id="u0-r2", sent=time.monotonic(), end=None, final=True, error=None, tokens=32)
+    _, experiment = _stream_experiment("StreamingSigterm", Streams(in_flight=1, records=[live]))
+    outcome = run_experiment(experiment)
+    assert outcome.incomplete is None and (outcome.in_flight_at_sigterm, outcome.finished) == (1, 1)
+    assert outcome.exit_code == 0 and outcome.exit_s is not None
+
+
+def test_a_streaming_stub_kill_that_did_not_take_is_incomplete_never_a_pass(monkeypatch):
+    from pytest_triton_ready.faults import stream_experiments
+
+    monkeypatch.setattr(stream_experiments, "DEAD_STUB_OBSERVE_S", 0.01)
+    injector, experiment = _stream_experiment("StreamingDeadStub", Streams(), recovery_max_s=0.1)
+    experiment._streams_serve = lambda: True
+    outcome = run_experiment(experiment)
+    assert injector.signals == ["SIGKILL"] and outcome.instance == "scale_0_0"
+    assert outcome.incomplete.startswith("no death was observed: after the kill of stub scale_0_0 no stream failed "
+                                         "or hung")
+    assert outcome.recovered_s is not None  # the restore ran all the same
+
+
+def test_a_streaming_stub_death_seen_as_a_hung_stream_is_judged(monkeypatch):
+    from pytest_triton_ready.faults import stream_experiments
+
+    monkeypatch.setattr(stream_experiments, "DEAD_STUB_OBSERVE_S", 0.01)
+    _, experiment = _stream_experiment("StreamingDeadStub", Streams(stuck=["u1-r3"]), recovery_max_s=0.1)
+    experiment._streams_serve = lambda: True
+    outcome = run_experiment(experiment)
+    assert outcome.incomplete is None and outcome.left_hanging == 1 and outcome.death_observed
+
+
+def test_streams_are_steady_once_every_stream_produced_and_nothing_failed():
+    from pytest_triton_ready.faults.timeline import streams_steady
+
+    quiet = [Bin(0.0, 0, 0, 0, None, None)]
+    assert streams_steady(quiet, 8, 4).holds
+    assert streams_steady(quiet, 3, 4).reason == ("only 3 tokens came back over 4 streams before the fault (at least "
+                                                  "one per stream is needed)")
+    failing = streams_steady([Bin(0.0, 2, 1, 0, 5.0, 5.0)], 8, 4)
+    assert not failing.holds and failing.reason == "1 streamed requests failed before the fault"

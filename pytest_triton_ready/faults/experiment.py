@@ -67,6 +67,11 @@ class Experiment:
         raise NotImplementedError
 
     @property
+    def rate_per_s(self) -> float | None:
+        """The traffic's rate, for progress lines (None: closed loop)."""
+        return getattr(self.plan, "rate_per_s", None)
+
+    @property
     def steady_s(self) -> float:
         """Traffic before the steady state is judged."""
         return self.plan.steady_s
@@ -161,7 +166,7 @@ def _under_traffic(experiment: Experiment) -> None:
     try:
         traffic = experiment.open_traffic()
         with traffic:
-            rate = getattr(experiment.plan, "rate_per_s", None)
+            rate = experiment.rate_per_s
             progress.step(f"{experiment.label}: baseline, {experiment.steady_s:g} s of traffic"
                           + (f" at {rate:g} requests/s" if rate else "") + " before the fault")
             time.sleep(experiment.steady_s)

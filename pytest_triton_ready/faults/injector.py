@@ -24,7 +24,14 @@ from ..client import http_status
 from ..load.streaming import stream_once
 from ..models import instance_count, is_decoupled
 from .experiment import Experiment, one_line, run_experiment
-from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
+from .outcomes import (
+    NOTHING_IN_FLIGHT,
+    InstanceRestartOutcome,
+    Outcome,
+    ReloadOutcome,
+    ServerRestartOutcome,
+    ShutdownOutcome,
+)
 from .plan import FaultPlan
 from .probes import InstanceProber, Watcher, wait_until
 from .processes import ServerProcesses, StubProcess, still_running
@@ -32,7 +39,6 @@ from .scratch import ScratchUnsupported, add_version, numeric_versions, scratch_
 from .timeline import event_time, failed_between, peak_p99_ms, recovered_at, steady_state
 
 RELOAD_MARKER = "triton_ready_reload"
-NOTHING_IN_FLIGHT = "nothing was in flight at SIGTERM: the drain was not exercised"
 
 
 def with_reload_marker(config: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from typing import Any
 
 from .timeline import SteadyState, chart_markers, chart_series, split_errors
 
+NOTHING_IN_FLIGHT = "nothing was in flight at SIGTERM: the drain was not exercised"
+
 
 @dataclass
 class Outcome:
