@@ -98,6 +98,13 @@ class Experiment:
         return self.plan.settle_s
 
     @property
+    def baseline_step(self) -> str:
+        """The progress line for the traffic before the fault."""
+        rate = self.rate_per_s
+        return (f"baseline, {self.steady_s:g} s of traffic" + (f" at {rate:g} requests/s" if rate else "")
+                + " before the fault")
+
+    @property
     def settle_step(self) -> str:
         """The progress line for the traffic after the fault."""
         return f"settle, {self.settle_s:g} s more traffic after the recovery"
@@ -166,9 +173,7 @@ def _under_traffic(experiment: Experiment) -> None:
     try:
         traffic = experiment.open_traffic()
         with traffic:
-            rate = experiment.rate_per_s
-            progress.step(f"{experiment.label}: baseline, {experiment.steady_s:g} s of traffic"
-                          + (f" at {rate:g} requests/s" if rate else "") + " before the fault")
+            progress.step(f"{experiment.label}: {experiment.baseline_step}")
             time.sleep(experiment.steady_s)
             _fault_when_ready(experiment, traffic)
     finally:

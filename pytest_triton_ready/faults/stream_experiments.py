@@ -101,6 +101,15 @@ class _StreamExperiment(Experiment):
     def settle_s(self) -> float:
         return 0.0  # the fault observes what it needs itself
 
+    @property
+    def baseline_step(self) -> str:
+        rate = f" at {self.rate_per_s:g} requests/s" if self.rate_per_s else ""
+        return f"{self.streams} streams{rate}, until every stream produces tokens"
+
+    @property
+    def settle_step(self) -> str:
+        return "observed; the streams end"
+
     def steady_state(self, traffic: Any) -> SteadyState:
         wait_until(lambda: traffic.tokens_so_far() >= self.streams, STREAMS_START_S, 0.05)
         bins, _ = traffic.timeline_so_far()
