@@ -15,9 +15,11 @@ import pytest
 
 from pytest_triton_ready import progress
 from pytest_triton_ready.client import TritonClient
+from pytest_triton_ready.faults.experiment import run_experiment
+from pytest_triton_ready.faults.recording import record_outcome
 from pytest_triton_ready.fleet import DiscoveryError, resolve
 from pytest_triton_ready.fleet.consistency import compare, read_view
-from pytest_triton_ready.fleet.death import replica_death
+from pytest_triton_ready.fleet.death import ReplicaDeath, judge_replica_death
 from pytest_triton_ready.fleet.spread import Capacity, read_counters, spread
 from pytest_triton_ready.load.server_side import several_servers
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError, scrape
@@ -314,50 +316,22 @@ def test_fleet_capacity_close_to_sum_of_replicas(fleet, triton, load, check):
 def test_replica_death_under_traffic(fleet, triton, load, check):
     """One replica dies under open-loop traffic through the balancer (its declared kill action):
     at most fleet_death_lost_fraction_max of the requests after the kill fail, and the balancer
-    stops sending requests that fail within fleet_death_reroute_max_s; the survivors serve the rest."""
+    stops sending requests that fail within fleet_death_reroute_max_s; the survivors serve the rest.
+    A kill that did not take (the replica kept answering, nothing failed) is INCOMPLETE."""
     fleet = _needs_fleet(fleet, check)
     if len(fleet.replicas) < 2:
         check.not_applicable("a fleet of one replica cannot lose one and keep serving")
-    name = fleet.section.death_replica or fleet.replicas[-1].name
     try:
-        replica = fleet.fleet.replica(name)
+        replica = fleet.fleet.replica(fleet.section.death_replica or fleet.replicas[-1].name)
     except KeyError as exc:
         check.incomplete(str(exc.args[0]))
-    if not replica.kill:
-        check.incomplete(f"no kill action declared for replica {replica.name} (fleet.kill_command, or `kill` on the "
-                         "replica): the run does not own the replicas and will not guess how to kill one")
-    model = _pick_model(fleet, triton, check)
-    outcome = replica_death(load, replica, model, fleet.section)
-    check.chart(f"{model} through the balancer while {replica.name} dies", "time (s)", "latency (ms)",
-                outcome.series, kind="timeline", markers=outcome.markers)
-    check.evidence("replica death", json.dumps(outcome.to_dict(), indent=1, default=str))
-    if outcome.kill_error:
-        check.incomplete(f"the kill action for replica {replica.name} failed: {outcome.kill_error}")
-    if outcome.steady_success_rate is not None and outcome.steady_success_rate < check.threshold(
-            "success_rate_min").value:
-        check.incomplete(f"no steady state before the kill: success rate {outcome.steady_success_rate:.4f}")
-    check.measure("requests after the kill", outcome.attempted_after, "requests", model=replica.name)
-    check.measure("requests lost after the kill", outcome.lost_after, "requests", model=replica.name)
-    check.measure("share lost after the kill", None if outcome.lost_fraction is None else round(outcome.lost_fraction, 5),
-                  "ratio", model=replica.name, threshold=check.threshold("fleet_death_lost_fraction_max"),
-                  finding=f"{outcome.lost_after} of {outcome.attempted_after} requests through the balancer failed "
-                          f"after replica {replica.name} died")
-    check.measure("time until the balancer stopped routing to the dead replica", outcome.reroute_s, "s",
-                  model=replica.name, threshold=check.threshold("fleet_death_reroute_max_s"),
-                  finding=f"the balancer kept routing failing requests to replica {replica.name} for "
-                          f"{outcome.reroute_s} s after it died")
-    if outcome.after_reroute_success_rate is not None:
-        check.measure("success rate after the reroute", round(outcome.after_reroute_success_rate, 5), "ratio",
-                      model=replica.name, threshold=check.threshold("success_rate_min"), comparison=">=")
-    for reason, count in sorted(outcome.errors.items(), key=lambda kv: -kv[1])[:5]:
-        check.evidence(f"error x{count}", reason)
+    success_min = check.threshold("success_rate_min")
+    outcome = run_experiment(ReplicaDeath(load, replica, _pick_model(fleet, triton, check), fleet.section,
+                                          success_min.value))
+    record_outcome(check, outcome, fleet.section.death_rate_per_s)
+    if outcome.incomplete:
+        check.incomplete(outcome.incomplete)
+    judge_replica_death(check, outcome, success_min)
     if replica.restore is None:
         check.finding(f"replica {replica.name} was left dead: no restore action declared (fleet.restore_command)",
                       severity="warning", model=replica.name)
-    elif outcome.restore_error:
-        check.finding(f"replica {replica.name} may be left dead: the restore action failed: {outcome.restore_error}",
-                      model=replica.name)
-    if check.errors:
-        check.recommend("Make the balancer take a dead replica out fast and retry refused requests elsewhere "
-                        "(nginx: max_fails=1 fail_timeout=..., proxy_next_upstream / grpc_next_upstream error; "
-                        "Kubernetes: a readiness probe on /v2/health/ready with a short period).")

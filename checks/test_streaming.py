@@ -22,6 +22,10 @@ import time
 import pytest
 
 from pytest_triton_ready import progress
+from pytest_triton_ready.faults.experiment import run_experiment
+from pytest_triton_ready.faults.recording import record_outcome
+from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, StreamingSigterm
+from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm
 from pytest_triton_ready.load.streaming import (
     StreamingLoad,
     StreamingPlan,
@@ -39,7 +43,6 @@ from pytest_triton_ready.load.streaming_rules import (
     histogram_buckets,
     histogram_quantile,
     judge_curve,
-    read_shutdown_log,
     streaming_slo,
 )
 from pytest_triton_ready.models import instance_count, ready_decoupled_models
@@ -365,33 +368,6 @@ def test_streaming_soak_every_request_finishes(triton, triton_settings, check):
 
 
 # -- PERF-4 -------------------------------------------------------------------------------------------
-def _streams_serve(triton, plan, check, senders: int) -> bool:
-    """Every one of `senders` concurrent streams gets complete answers for a second."""
-    stats = _load(triton, plan, check, concurrency=senders, duration_s=1.0, max_tokens=4, deadline_s=3.0).run().stats
-    return stats.completed >= senders and not stats.errors and not stats.stuck
-
-
-def _restore_streaming(triton, faults, plan, check, senders: int) -> str | None:
-    """The server up and ready, and the streaming model answering on every instance: unload + load
-    when it does not (the fault injector's own probe speaks unary inference, which decoupled
-    models refuse). None, or why not."""
-    error = faults.restore(None)
-    if error:
-        return error
-    if _streams_serve(triton, plan, check, senders):
-        return None
-    limit = check.threshold("instance_recovery_max_s").value
-    try:
-        faults.unload_and_load(plan.model)
-    except Exception as exc:  # noqa: BLE001 - said in the finding
-        return f"unload + load of {plan.model} failed: {exc}"
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if _streams_serve(triton, plan, check, senders):
-            return None
-    return f"{plan.model} did not stream on every instance within {limit:g} s of unload + load"
-
-
 @pytest.mark.triton_check("PERF-4")
 def test_streaming_cancellation_leaves_instances_serving(triton, check):
     """Streams cancelled by their clients mid-generation (gRPC cancellation) leave every instance
@@ -426,6 +402,17 @@ def test_streaming_cancellation_leaves_instances_serving(triton, check):
         check.measure("server ready after cancellation", triton.client.ready(), model=model, threshold=True, comparison="==")
 
 
+def _stream_fault(faults, check, experiment, model, **options):
+    """Run a streaming fault experiment (faults/stream_experiments.py) through the one skeleton and
+    record its timeline; INCOMPLETE with the reason when it could not judge anything."""
+    outcome = run_experiment(experiment(faults, model, max_tokens=int(_n(check, "streaming_max_tokens")),
+                                        deadline_s=_n(check, "streaming_final_deadline_s"), **options))
+    record_outcome(check, outcome)
+    if outcome.incomplete:
+        check.incomplete(outcome.incomplete)
+    return outcome
+
+
 @pytest.mark.triton_check("PERF-4")
 def test_streaming_sigterm_ends_streams_cleanly(triton, faults, check):
     """SIGTERM to a server this run owns, with streams in flight (open loop): every request in
@@ -433,98 +420,12 @@ def test_streaming_sigterm_ends_streams_cleanly(triton, faults, check):
     off without one), none hangs, and the server exits by itself with code 0 within its exit
     timeout. The server's log says whether it counted those streams as in-flight inferences when
     it began to drain; when it did not, it unloaded the model under live streams, which is named
-    (a warning when nothing was lost this time). The server is started again afterwards."""
-    models = _streaming_models(triton, check)
-    if not triton.owns_process:
-        check.incomplete(f"the server is attached ({triton.launcher.name}), not owned by this run: no SIGTERM is sent")
-    model = models[0]
-    plan = _plan(triton, model)
-    exit_timeout = float(getattr(triton.launcher, "exit_timeout_s", 30))
-    senders = 2 * instance_count(triton.client.model_config(model))
-    load = _load(triton, plan, check, rate=float(senders * 2), users=senders,
-                 max_tokens=int(_n(check, "streaming_max_tokens")) * 4, deadline_s=exit_timeout + 5, keep_records=100_000)
-    load.start()
-    exit_s = exit_code = None
-    try:
-        deadline = time.monotonic() + 10
-        while (load.tokens_so_far() < senders or load.in_flight() == 0) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        triton.client.reconnect()  # an idle keep-alive connection would hold the server until its exit timeout
-        in_flight = load.in_flight()
-        sigterm_at = time.monotonic()
-        load.event("SIGTERM")
-        faults.terminate_server()
-        # The clients keep their streams until the requests in flight at the signal have ended,
-        # then close them, as clients behind a draining load balancer do: on Triton 2.51 an open
-        # stream keeps its decoupled model loaded, and the server exits only at its exit timeout.
-        while load.in_flight_sent_before(sigterm_at) and time.monotonic() - sigterm_at < exit_timeout:
-            if faults.processes.exit_code() is not None:
-                break
-            time.sleep(0.05)
-        drained_s = time.monotonic() - sigterm_at
-        result = load.stop()
-        closed_s = time.monotonic() - sigterm_at
-        while time.monotonic() - sigterm_at < exit_timeout + 10:
-            if faults.processes.exit_code() is not None:
-                exit_s = time.monotonic() - sigterm_at
-                break
-            time.sleep(0.05)
-        exit_code = faults.processes.exit_code()
-        log = triton.server_log(200)
-    finally:
-        restore_error = faults.restore(None)
-    at_signal = [r for r in result.records if r.sent and r.sent < sigterm_at and (r.end is None or r.end >= sigterm_at)]
-    finished = [r for r in at_signal if r.final]
-    cut = [r for r in at_signal if not r.final and r.error and "stream closed before the final response" in r.error]
-    failed = [r for r in at_signal if not r.final and r not in cut]
-    check.measure("streams in flight at SIGTERM", len(at_signal) or in_flight, "streams", model=model)
-    check.measure("of them ended with the final response", len(finished), "streams", model=model)
-    check.measure("of them cut off without a final response", len(cut), "streams", model=model,
-                  threshold=check.threshold("shutdown_lost_requests_max"),
-                  finding=f"{model}: {len(cut)} streams in flight at SIGTERM were cut off without their final response: "
-                          + "; ".join(f"{r.id} after {r.tokens} tokens" for r in cut[:5]))
-    for r in failed[:5]:
-        check.finding(f"{model}: request {r.id}, in flight at SIGTERM, ended with an error after {r.tokens} tokens: "
-                      f"{r.error}", severity="warning", model=model)
-    shutdown = read_shutdown_log(log, model)
-    version = triton.client.server_metadata().get("version", "?") if not restore_error else "?"
-    unseen = bool(at_signal) and shutdown.counted == 0  # Triton drained nothing: it unloaded under live streams
-    if shutdown.counted is not None:
-        check.measure("in-flight inferences Triton counted at SIGTERM", shutdown.counted, "requests", model=model)
-    held = shutdown.exit_timeout or (exit_s or 0) > exit_timeout
-    check.measure("server exit after SIGTERM", round(exit_s, 2) if exit_s is not None else None, "s", model=model,
-                  threshold=exit_timeout,
-                  finding=f"{model}: the server did not exit within its exit timeout ({exit_timeout:g} s) after SIGTERM"
-                          + (f": the model stayed loaded ({shutdown.live_lines} log lines 'Found N live models') "
-                             f"although every client stream had closed {closed_s:.1f} s after the signal"
-                             if held and shutdown.live_lines and not shutdown.aborted else ""))
-    check.measure("exit code", exit_code, model=model, threshold=0, comparison="==",
-                  finding=f"{model}: the server exited with code {exit_code} after SIGTERM with streams in flight"
-                          + (f": it aborted ({shutdown.aborted})" if shutdown.aborted else "")
-                          + (" while it was unloading the model under streams it had not counted as in flight"
-                             if shutdown.aborted and unseen else ""))
-    if unseen:
-        check.finding(f"{model}: Triton {version} counted none of the {len(at_signal)} streams in flight at SIGTERM as "
-                      "in-flight inferences (its log: 'Found 0 model versions that have in-flight inferences') and "
-                      "began to unload the model while they were still being written: the python backend releases a "
-                      "request when execute() returns, and the drain waits only for requests not yet released; an "
-                      "abort in the gRPC frontend in that window cuts every stream", model=model, rule="shutdown-drain",
-                      severity="error" if check.errors else "warning")
-        check.recommend(f"{model}: keep every request inside Triton until its final response (iterative sequence "
-                        "batching, rescheduling unfinished requests with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, "
-                        "as the demo `generate` does), so SIGTERM drains the streams before it unloads the model; "
-                        "from Triton 2.58 (25.05) the gRPC frontend also waits for open streams before the server "
-                        "stops (server PR #7969).")
-    check.measure("in-flight streams finished after SIGTERM", round(drained_s, 2), "s", model=model)
-    check.measure("client streams closed after SIGTERM", round(closed_s, 2), "s", model=model)
-    check.measure("streams left hanging", len(result.stats.stuck) + len(result.in_flight_at_stop), "streams",
-                  model=model, threshold=0)
-    _report_stuck(check, model, result.stats)
-    for reason, count in result.stats.errors.items():
-        check.evidence(f"{model} errors around SIGTERM", f"{count} x {reason}")
-    check.evidence("server log at shutdown", log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else log[-3000:])
-    if restore_error:
-        check.finding(f"the server was not restored after the experiment: {restore_error}")
+    (a warning when nothing was lost this time). Nothing in flight at the signal: INCOMPLETE (the
+    drain was not exercised). The server is started again afterwards."""
+    model = _streaming_models(triton, check)[0]
+    outcome = _stream_fault(faults, check, StreamingSigterm, model)
+    version = triton.client.server_metadata().get("version", "?") if not outcome.restore_error else "?"
+    judge_streaming_sigterm(check, outcome, version)
 
 
 @pytest.mark.triton_check("PERF-4")
@@ -533,59 +434,11 @@ def test_streaming_dead_stub_is_reported_and_recovers(triton, faults, check):
     served end (an error, never a hang past `streaming_final_deadline_s`), the ready endpoints stop
     answering 200 (model readiness shows a dead stub from Triton 2.64, strict server readiness from
     2.68; the finding says which this server is), and unload + load brings streaming back within
-    `instance_recovery_max_s`."""
-    from pytest_triton_ready.client import http_status
-    from pytest_triton_ready.load.streaming_rules import readiness_gates
-
-    models = _streaming_models(triton, check)
-    if not triton.owns_process:
-        check.incomplete(f"the server is attached ({triton.launcher.name}), not owned by this run: no stub is killed")
-    model = models[0]
-    if not faults.stubs(model):
+    `instance_recovery_max_s`. A kill that did not take (no stream failed or hung): INCOMPLETE."""
+    model = _streaming_models(triton, check)[0]
+    if faults.owns_process and not faults.stubs(model):
         check.not_applicable(f"{model} runs no python backend stub this run can see")
     version = triton.client.server_metadata().get("version", "?")
-    gates = readiness_gates(version)
-    plan = _plan(triton, model)
-    senders = 2 * instance_count(triton.client.model_config(model))
-    http = triton.endpoints.http_url
-    load = _load(triton, plan, check, concurrency=senders, max_tokens=int(_n(check, "streaming_max_tokens")) * 4).start()
-    model_ready, server_ready = [], []
-    try:
-        deadline = time.monotonic() + 10
-        while load.tokens_so_far() < senders and time.monotonic() < deadline:
-            time.sleep(0.05)
-        dead = faults.kill_stub(model)
-        load.event(f"SIGKILL {dead.instance}")
-        until = time.monotonic() + 3.0
-        while time.monotonic() < until:
-            model_ready.append(http_status(f"{http}/v2/models/{model}/ready"))
-            server_ready.append(http_status(f"{http}/v2/health/ready"))
-            time.sleep(0.25)
-        result = load.stop()
-    finally:
-        started = time.monotonic()
-        restore_error = _restore_streaming(triton, faults, plan, check, senders)
-        recovered_s = time.monotonic() - started
-    stats = result.stats
-    check.measure("requests failed after the stub died", stats.count_errors, "requests", model=model)
-    check.measure("streams left hanging by the dead stub", len(stats.stuck) + len(result.in_flight_at_stop), "streams",
-                  model=model, threshold=0)
-    _report_stuck(check, model, stats)
-    for reason, count in stats.errors.items():
-        check.evidence(f"{model} errors after the stub died", f"{count} x {reason}")
-    check.measure(f"/v2/models/{model}/ready while the stub was dead", ", ".join(sorted({str(s) for s in model_ready})),
-                  model=model)
-    check.measure("/v2/health/ready while the stub was dead", ", ".join(sorted({str(s) for s in server_ready})), model=model)
-    if 200 in model_ready[-3:] or 200 in server_ready[-3:]:
-        expected = [k for k, v in gates.items() if v]
-        check.finding(f"{model}: stub {dead.instance} was dead, yet /v2/models/{model}/ready answered "
-                      f"{sorted(set(model_ready))} and /v2/health/ready {sorted(set(server_ready))}: Triton {version} "
-                      + ("should have shown it (" + "; ".join(expected) + ")" if expected else
-                         "shows a dead python stub on model readiness only from 2.64 (25.12) and on strict server "
-                         "readiness from 2.68 (26.04)"), model=model, rule="readiness")
-        check.recommend("Probe streaming models with real streamed requests that reach every instance (as CFG-1 "
-                        "does), not with the ready endpoints alone, and recover a dead stub with unload + load.")
-    check.measure("streaming again after unload + load", round(recovered_s, 2) if not restore_error else None, "s",
-                  model=model, threshold=check.threshold("instance_recovery_max_s"))
-    if restore_error:
-        check.finding(f"{model}: {restore_error}", model=model)
+    outcome = _stream_fault(faults, check, StreamingDeadStub, model,
+                            recovery_max_s=_n(check, "instance_recovery_max_s"))
+    judge_streaming_dead_stub(check, outcome, version)

@@ -153,3 +153,280 @@ def test_every_phase_of_an_experiment_is_a_progress_step_with_its_name():
         " requests/s before the fault")
     assert steps[1:] == ["fake (scale): injecting the fault", "fake (scale): fault injected (fault), observing the recovery",
                          "fake (scale): settle, 0 s more traffic after the recovery", "fake (scale): restore"]
+
+
+# -- the moment for the fault, and a fault that did not exercise the rule (issue: every PASS earned) --
+class MomentExperiment(FakeExperiment):
+    def __init__(self, moment=None, exercised=None):
+        super().__init__()
+        self.moment, self.why_not = moment, exercised
+        self.ready_timeout_s = 0.05
+
+    def ready_for_fault(self, traffic):
+        return self.moment
+
+    def exercised(self):
+        return self.why_not
+
+
+def test_a_fault_whose_moment_never_comes_is_not_injected_and_the_run_is_incomplete():
+    experiment = MomentExperiment(moment="no request was in flight")
+    outcome = run_experiment(experiment)
+    assert "event fault" not in experiment.calls and not experiment.fault_attempted
+    assert experiment.calls[-1] == "restore"
+    assert outcome.incomplete == "no request was in flight within 0.05 s of a steady state, so no fault was injected"
+
+
+def test_a_fault_that_did_not_exercise_what_the_check_judges_is_incomplete_never_a_pass():
+    experiment = MomentExperiment(exercised="no death was observed")
+    outcome = run_experiment(experiment)
+    assert "event fault" in experiment.calls and experiment.calls[-1] == "restore"
+    assert outcome.incomplete == "no death was observed"
+    assert run_experiment(MomentExperiment()).incomplete is None
+
+
+class Traffic:
+    """Fake open-loop traffic with a live in-flight count and a real Timeline's events."""
+
+    def __init__(self, in_flight=0, errors=0):
+        from types import SimpleNamespace
+
+        from pytest_triton_ready.load.timeline import Event
+
+        self.in_flight = in_flight
+        self.events = []
+        self._event = Event
+        self.bins = [Bin(round(i * 0.1, 1), 4, errors if i >= 5 else 0, 0, 5.0, 5.0) for i in range(10)]
+        self.result = SimpleNamespace(timeline=SimpleNamespace(bins=self.bins, events=self.events),
+                                      stats=SimpleNamespace(errors={"boom": errors} if errors else {}))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def timeline_so_far(self):
+        return [b for b in self.bins if b.t_s < 0.5], list(self.events)
+
+    def elapsed_s(self):
+        return 0.5
+
+    def event(self, name):
+        self.events.append(self._event(0.5, name))
+
+
+class Injector:
+    """A fake FaultInjector: a server this run owns, one python stub per instance, probes that answer."""
+
+    from pytest_triton_ready.faults.injector import FaultInjector
+
+    _steady = FaultInjector._steady
+    errors_after = staticmethod(FaultInjector.errors_after)
+
+    def __init__(self, traffic, unhealthy=()):
+        from types import SimpleNamespace
+
+        from pytest_triton_ready.faults.probes import InstanceProbe
+
+        self.plan = FaultPlan(steady_s=0.0, settle_s=0.0, observe_s=0.01, recovery_timeout_s=0.05)
+        self.success_rate_min = 0.999
+        self.traffic = traffic
+        self.signals = []
+        self.owns_process = True
+        probe = InstanceProbe("scale", 8, 8 - len(unhealthy), unhealthy_instances=list(unhealthy))
+        self.probe = SimpleNamespace(instances=2, take_reference=lambda: True, probe=lambda: probe,
+                                     close=lambda: None)
+        self.client = SimpleNamespace(get_status=lambda path: 200, load=lambda model: None,
+                                      reconnect=lambda: None)
+        launcher = SimpleNamespace(exit_timeout_s=0.01, log_text=lambda n: "", stop=lambda: None,
+                                   start=lambda: None)
+        self.target = SimpleNamespace(launcher=launcher, endpoints=SimpleNamespace(http_url="http://127.0.0.1:9"))
+        self.processes = SimpleNamespace(tree=lambda: [], exit_code=lambda: 0,
+                                         terminate_server=lambda: self.signals.append("SIGTERM"))
+
+    def destructive_unavailable(self, kind):
+        return None
+
+    def stubs(self, model):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(instance="scale_0_0", pid=1)]
+
+    def kill_stub(self, model):
+        self.signals.append("SIGKILL")
+        return self.stubs(model)[0]
+
+    def prober(self, model):
+        return self.probe
+
+    def _traffic(self, model):
+        return self.traffic
+
+    def unload_and_load(self, model):
+        pass
+
+    def every_instance_answers(self, prober, traffic=None):
+        return True
+
+    def terminate_server(self):
+        self.signals.append("SIGTERM")
+
+    def restore(self, model):
+        return None
+
+
+def test_sigterm_with_nothing_in_flight_sends_no_signal_and_is_incomplete():
+    from pytest_triton_ready.faults.injector import GracefulShutdown
+
+    injector = Injector(Traffic(in_flight=0))
+    experiment = GracefulShutdown(injector, "scale")
+    experiment.ready_timeout_s = 0.05
+    outcome = run_experiment(experiment)
+    assert injector.signals == [] and not experiment.fault_attempted
+    assert outcome.incomplete.startswith("no request was in flight within 0.05 s")
+
+
+def test_sigterm_that_found_nothing_in_flight_at_the_signal_is_incomplete_not_a_pass():
+    from pytest_triton_ready.faults.injector import NOTHING_IN_FLIGHT, GracefulShutdown
+
+    experiment = GracefulShutdown(Injector(Traffic(in_flight=1)), "scale")
+    assert experiment.exercised() == NOTHING_IN_FLIGHT  # in_flight_at_sigterm still 0
+    experiment.outcome.in_flight_at_sigterm = 2
+    assert experiment.exercised() is None
+    assert NOTHING_IN_FLIGHT == "nothing was in flight at SIGTERM: the drain was not exercised"
+
+
+def test_sigterm_with_a_request_in_flight_is_judged():
+    from pytest_triton_ready.faults.injector import GracefulShutdown
+
+    injector = Injector(Traffic(in_flight=1))
+    outcome = run_experiment(GracefulShutdown(injector, "scale"))
+    assert injector.signals == ["SIGTERM"] and outcome.in_flight_at_sigterm == 1
+    assert outcome.incomplete is None
+
+
+def test_a_dead_instance_kill_that_did_not_take_is_incomplete_never_a_pass():
+    from pytest_triton_ready.faults.injector import InstanceRestart
+
+    injector = Injector(Traffic())  # after the kill: no request failed, every instance answered
+    outcome = run_experiment(InstanceRestart(injector, "scale"))
+    assert injector.signals == ["SIGKILL"] and outcome.instance == "scale_0_0"
+    assert outcome.incomplete.startswith("no death was observed: after the kill of scale_0_0 no request failed and "
+                                         "the probe of every instance answered (8 of 8 probe requests answered")
+
+
+@pytest.mark.parametrize("errors, unhealthy", [(3, ()), (0, ("scale_0_0",))])
+def test_a_dead_instance_seen_by_the_traffic_or_the_probe_is_judged(errors, unhealthy):
+    from pytest_triton_ready.faults.injector import InstanceRestart
+
+    outcome = run_experiment(InstanceRestart(Injector(Traffic(errors=errors), unhealthy), "scale"))
+    assert outcome.incomplete is None and outcome.death_observed
+
+
+# -- the streaming experiments through the skeleton, with fake streams --------------------------------
+class Streams(Traffic):
+    """Fake streamed traffic: tokens, an in-flight count, and the records a StreamingResult keeps."""
+
+    def __init__(self, in_flight=0, records=(), errors=0, stuck=()):
+        from types import SimpleNamespace
+
+        super().__init__(in_flight=in_flight)
+        self.bins = [Bin(round(i * 0.1, 1), 0, 0, 0, None, None) for i in range(10)]
+        self.result = SimpleNamespace(timeline=SimpleNamespace(bins=self.bins, events=self.events), stats=SimpleNamespace(
+            errors={"boom": errors} if errors else {}), streaming=SimpleNamespace(
+            records=list(records), in_flight_at_stop=[], stats=SimpleNamespace(
+                errors={"boom": errors} if errors else {}, stuck=list(stuck), count_errors=errors)))
+
+    def tokens_so_far(self):
+        return 100
+
+    def in_flight_sent_before(self, t):
+        return 0
+
+    def stop(self):
+        return self.result
+
+
+def _stream_injector():
+    from types import SimpleNamespace
+
+    injector = Injector(None)
+    injector.streaming_plan = lambda model: None
+    injector.client = SimpleNamespace(model_config=lambda model: {"instance_group": [{"count": 1}]},
+                                      reconnect=lambda: None)
+    injector.target.client = injector.client
+    injector.target.server_log = lambda lines: ""
+    injector.target.settings = SimpleNamespace(headers={})
+    return injector
+
+
+def _stream_experiment(kind, streams, **options):
+    from pytest_triton_ready.faults import stream_experiments
+
+    injector = _stream_injector()
+    experiment = getattr(stream_experiments, kind)(injector, "generate", max_tokens=8, deadline_s=1.0, **options)
+    experiment.open_traffic = lambda: streams
+    experiment.ready_timeout_s = 0.05
+    return injector, experiment
+
+
+def test_streaming_sigterm_with_no_stream_in_flight_sends_no_signal_and_is_incomplete():
+    injector, experiment = _stream_experiment("StreamingSigterm", Streams(in_flight=0))
+    outcome = run_experiment(experiment)
+    assert injector.signals == [] and outcome.incomplete.startswith("no stream was in flight within 0.05 s")
+
+
+def test_streaming_sigterm_whose_streams_all_ended_before_the_signal_is_incomplete_not_a_pass():
+    from types import SimpleNamespace
+
+    ended = SimpleNamespace(id="u0-r1", sent=1.0, end=2.0, final=True, error=None, tokens=8)  # long before the signal
+    injector, experiment = _stream_experiment("StreamingSigterm", Streams(in_flight=1, records=[ended]))
+    outcome = run_experiment(experiment)
+    assert injector.signals == ["SIGTERM"] and outcome.in_flight_at_sigterm == 0
+    assert outcome.incomplete == "nothing was in flight at SIGTERM: the drain was not exercised"
+
+
+def test_streaming_sigterm_with_a_stream_in_flight_at_the_signal_is_judged():
+    import time
+    from types import SimpleNamespace
+
+    live = SimpleNamespace(id="u0-r2", sent=time.monotonic(), end=None, final=True, error=None, tokens=32)
+    _, experiment = _stream_experiment("StreamingSigterm", Streams(in_flight=1, records=[live]))
+    outcome = run_experiment(experiment)
+    assert outcome.incomplete is None and (outcome.in_flight_at_sigterm, outcome.finished) == (1, 1)
+    assert outcome.exit_code == 0 and outcome.exit_s is not None
+
+
+def test_a_streaming_stub_kill_that_did_not_take_is_incomplete_never_a_pass(monkeypatch):
+    from pytest_triton_ready.faults import stream_experiments
+
+    monkeypatch.setattr(stream_experiments, "DEAD_STUB_OBSERVE_S", 0.01)
+    injector, experiment = _stream_experiment("StreamingDeadStub", Streams(), recovery_max_s=0.1)
+    experiment._streams_serve = lambda: True
+    outcome = run_experiment(experiment)
+    assert injector.signals == ["SIGKILL"] and outcome.instance == "scale_0_0"
+    assert outcome.incomplete.startswith("no death was observed: after the kill of stub scale_0_0 no stream failed "
+                                         "or hung")
+    assert outcome.recovered_s is not None  # the restore ran all the same
+
+
+def test_a_streaming_stub_death_seen_as_a_hung_stream_is_judged(monkeypatch):
+    from pytest_triton_ready.faults import stream_experiments
+
+    monkeypatch.setattr(stream_experiments, "DEAD_STUB_OBSERVE_S", 0.01)
+    _, experiment = _stream_experiment("StreamingDeadStub", Streams(stuck=["u1-r3"]), recovery_max_s=0.1)
+    experiment._streams_serve = lambda: True
+    outcome = run_experiment(experiment)
+    assert outcome.incomplete is None and outcome.left_hanging == 1 and outcome.death_observed
+
+
+def test_streams_are_steady_once_every_stream_produced_and_nothing_failed():
+    from pytest_triton_ready.faults.timeline import streams_steady
+
+    quiet = [Bin(0.0, 0, 0, 0, None, None)]
+    assert streams_steady(quiet, 8, 4).holds
+    assert streams_steady(quiet, 3, 4).reason == ("only 3 tokens came back over 4 streams before the fault (at least "
+                                                  "one per stream is needed)")
+    failing = streams_steady([Bin(0.0, 2, 1, 0, 5.0, 5.0)], 8, 4)
+    assert not failing.holds and failing.reason == "1 streamed requests failed before the fault"

@@ -44,7 +44,7 @@ def test_replicas_from_a_command_and_its_failures_in_one_line():
     command = f"{sys.executable} -c \"print('http://127.0.0.1:8000 http://127.0.0.1:9000')\""
     fleet = resolve(section(replicas_command=command), "http://lb:8000", "lb:8001")
     assert [r.port for r in fleet.replicas] == [8000, 9000]
-    with pytest.raises(DiscoveryError, match="exited with 3"):
+    with pytest.raises(DiscoveryError, match="exited with code 3"):
         resolve(section(replicas_command=f"{sys.executable} -c \"import sys; sys.exit(3)\""), "http://lb", "lb:1")
     with pytest.raises(DiscoveryError, match="printed no replica URL"):
         resolve(section(replicas_command="true"), "http://lb", "lb:1")
@@ -151,12 +151,12 @@ def test_death_analysis_counts_losses_after_the_kill_and_the_reroute_time():
     bins = [Bin(round(i * 0.1, 1), 6, 0, 0, 1.0, 2.0) for i in range(20)]
     bins[12] = Bin(1.2, 3, 3, 0, 1.0, 2.0)
     bins[15] = Bin(1.5, 5, 1, 0, 1.0, 2.0)
-    outcome = DeathOutcome("r1", "m", "kill")
+    outcome = DeathOutcome("replica death", "m", replica="r1", kill_command="kill")
     analyse(bins, 1.0, outcome)
     assert (outcome.lost_after, outcome.attempted_after) == (4, 10 * 6)
     assert outcome.reroute_s == pytest.approx(0.6)
     assert outcome.after_reroute_success_rate == 1.0 and outcome.steady_success_rate == 1.0
-    clean = DeathOutcome("r1", "m", "kill")
+    clean = DeathOutcome("replica death", "m", replica="r1", kill_command="kill")
     analyse([Bin(0.1 * i, 5, 0, 0, 1.0, 1.0) for i in range(10)], 0.5, clean)
     assert clean.reroute_s == 0.0 and clean.lost_after == 0
 

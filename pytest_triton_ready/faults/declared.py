@@ -28,16 +28,15 @@ steady-state rule, timeline and verdict are the built-in ones.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from ..commands import CommandResult
+from ..commands import run_command as run
 from ..yamlschema import Section, setting
+
+__all__ = ["Command", "CommandResult", "DeclaredFault", "run_command"]
 
 FAULT_KINDS = {
     "server_crash": "crash + restart (test_server_crash_restart_answers_correctly)",
@@ -45,7 +44,6 @@ FAULT_KINDS = {
     "instance_kill": "dead instance (test_dead_instance_is_reported_and_recovers)",
     "new_version": "new version rollout (test_new_version_rollout_under_traffic_loses_no_request)",
 }
-OUTPUT_KEPT = 4000  # characters of stdout and of stderr kept as evidence
 
 
 class Command(Section):
@@ -78,88 +76,8 @@ FAULT_ACTIONS_HELP = ("how to cause PERF-4's faults in this deployment, by kind:
                       "removes it). See docs/faults.md")
 
 
-@dataclass
-class CommandResult:
-    """What one declared command did: the evidence a check keeps."""
-
-    what: str  # e.g. attach.fault_actions.server_crash.action
-    command: str
-    exit_code: int | None = None
-    duration_s: float = 0.0
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
-    timeout_s: float = 0.0
-    start_error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.start_error is None and not self.timed_out and self.exit_code == 0
-
-    def last_line(self) -> str:
-        lines = [line.strip() for line in self.stdout.splitlines() if line.strip()]
-        return lines[-1] if lines else ""
-
-    def problem(self) -> str | None:
-        """One line saying how the command failed, None when it succeeded."""
-        if self.start_error is not None:
-            return f"{self.what} (`{self.command}`) could not be started: {self.start_error}"
-        if self.timed_out:
-            return (f"{self.what} (`{self.command}`) did not finish within its timeout of {self.timeout_s:g} s "
-                    "and was ended")
-        if self.exit_code != 0:
-            said = _last(self.stderr) or _last(self.stdout)
-            return (f"{self.what} (`{self.command}`) exited with code {self.exit_code} after {self.duration_s:.1f} s"
-                    + (f": {said}" if said else ""))
-        return None
-
-    def evidence(self) -> str:
-        status = ("could not start: " + self.start_error if self.start_error else
-                  f"timed out after {self.timeout_s:g} s" if self.timed_out else f"exit code {self.exit_code}")
-        return (f"$ {self.command}\n{status}, {self.duration_s:.2f} s\n"
-                f"--- stdout\n{self.stdout.rstrip()}\n--- stderr\n{self.stderr.rstrip()}").rstrip()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "command": self.command, "exit_code": self.exit_code,
-                "duration_s": round(self.duration_s, 3), "timed_out": self.timed_out, "start_error": self.start_error}
-
-
 def run_command(command: Command, what: str, env: dict[str, str] | None = None) -> CommandResult:
-    """Run `command` as a real process in its own process group; end the group at the timeout."""
-    result = CommandResult(what, command.shown(), timeout_s=command.timeout_s)
-    environment = {**os.environ, **(env or {}), **command.env}
-    argv = ["/bin/sh", "-c", command.run]
-    started = time.monotonic()
-    try:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                   env=environment, start_new_session=True)
-    except OSError as exc:
-        result.start_error = exc.strerror or str(exc)
-        return result
-    try:
-        out, err = process.communicate(timeout=command.timeout_s)
-    except subprocess.TimeoutExpired:
-        result.timed_out = True
-        _end_group(process)
-        out, err = process.communicate()
-    except BaseException:
-        _end_group(process)
-        process.communicate()
-        raise
-    result.duration_s = time.monotonic() - started
-    result.exit_code = process.returncode
-    result.stdout = out.decode(errors="replace")[-OUTPUT_KEPT:]
-    result.stderr = err.decode(errors="replace")[-OUTPUT_KEPT:]
-    return result
-
-
-def _end_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _last(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    """Run the declared `command` through the one command runner (`pytest_triton_ready.commands`):
+    its own process group, ended at its timeout, output kept; `env` and the command's own `env`
+    added to the environment."""
+    return run(command.run, what, timeout_s=command.timeout_s, env={**(env or {}), **command.env})

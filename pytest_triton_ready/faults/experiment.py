@@ -1,18 +1,25 @@
 """One skeleton for every fault experiment (PERF-4): traffic, steady state, fault, settle,
-verdict, restore.
+verdict, restore. The unary experiments (faults/injector.py), the streaming ones
+(faults/stream_experiments.py) and a fleet replica's death (fleet/death.py) all run through it.
 
 An `Experiment` states only what is its own: why it cannot run here (`unavailable`), what it
-prepares before the traffic (`prepare`), the fault and what it observes under traffic (`fault`),
-what it releases after the traffic (`release`), how it reads the outcome (`verdict`) and how the
-server is put back (`restore`, with `restore_advice` saying what state a failed restore may leave
-and what to do). `run_experiment` is the one place where these are called in order:
+prepares before the traffic (`prepare`), its traffic (`open_traffic`: unary, streamed, or through
+a balancer), what the steady state is (`steady_state`, by default the timeline rule), the moment
+for the fault (`ready_for_fault`, e.g. a request in flight), the fault and what it observes under
+traffic (`fault`), what it releases after the traffic (`release`), how it reads the outcome
+(`verdict`), whether the fault exercised what the check judges (`exercised`), and how the server
+is put back (`restore`, with `restore_advice` saying what state a failed restore may leave and
+what to do). `run_experiment` is the one place where these are called in order:
 
     unavailable? -> INCOMPLETE, nothing touched
     prepare
-    traffic:  steady_s of traffic -> steady state holds? -> fault(traffic) -> settle_s
-              (no steady state: INCOMPLETE, no fault injected)
+    traffic:  steady_s of traffic -> steady state holds? -> ready for the fault (within
+              ready_timeout_s)? -> fault(traffic) -> settle_s
+              (no steady state, or never ready: INCOMPLETE, no fault injected)
     release                         (finally)
     verdict                         (from the traffic's timeline)
+    exercised?                      (a fault that did not take, or did not exercise what the check
+                                     judges: INCOMPLETE, never PASS)
     restore                         (finally, on every path once prepare began, exceptions included)
 
 A restore that fails, returns a reason or raises, becomes `outcome.restore_error` plus
@@ -28,7 +35,8 @@ from typing import Any
 
 from .. import progress
 from .outcomes import Outcome
-from .timeline import steady_state
+from .probes import wait_until
+from .timeline import SteadyState, steady_state
 
 
 class Experiment:
@@ -36,6 +44,7 @@ class Experiment:
 
     name = "experiment"
     outcome_type: type[Outcome] = Outcome
+    ready_timeout_s = 10.0  # the longest wait for `ready_for_fault` once the steady state held
 
     def __init__(self, model: str | None, plan: Any, success_rate_min: float = 0.999) -> None:
         self.model = model
@@ -57,6 +66,28 @@ class Experiment:
         """The open-loop traffic (a context manager with timeline_so_far, elapsed_s, event, result)."""
         raise NotImplementedError
 
+    @property
+    def rate_per_s(self) -> float | None:
+        """The traffic's rate, for progress lines (None: closed loop)."""
+        return getattr(self.plan, "rate_per_s", None)
+
+    @property
+    def steady_s(self) -> float:
+        """Traffic before the steady state is judged."""
+        return self.plan.steady_s
+
+    def steady_state(self, traffic: Any) -> SteadyState:
+        """What the traffic so far proved about the service: by default enough requests answered,
+        the success rate at `success_rate_min` and no drop (`timeline.steady_state`)."""
+        bins, _ = traffic.timeline_so_far()
+        return steady_state(bins, 0.0, traffic.elapsed_s(), self.success_rate_min)
+
+    def ready_for_fault(self, traffic: Any) -> str | None:
+        """None when this is the moment for the fault, else what is still missing (polled until
+        `ready_timeout_s`; still missing then: INCOMPLETE, no fault injected). E.g. SIGTERM needs
+        a request in flight, or the drain it judges is not exercised."""
+        return None
+
     def fault(self, traffic: Any) -> None:
         """Inject the fault and observe, under traffic, once the steady state held."""
         raise NotImplementedError
@@ -66,11 +97,29 @@ class Experiment:
         """Traffic after the fault (and any recovery), before the traffic stops."""
         return self.plan.settle_s
 
+    @property
+    def baseline_step(self) -> str:
+        """The progress line for the traffic before the fault."""
+        rate = self.rate_per_s
+        return (f"baseline, {self.steady_s:g} s of traffic" + (f" at {rate:g} requests/s" if rate else "")
+                + " before the fault")
+
+    @property
+    def settle_step(self) -> str:
+        """The progress line for the traffic after the fault."""
+        return f"settle, {self.settle_s:g} s more traffic after the recovery"
+
     def release(self) -> None:
         """After the traffic, on every path: close what prepare opened."""
 
     def verdict(self) -> None:
         """Read the traffic's timeline and the observations into the outcome."""
+
+    def exercised(self) -> str | None:
+        """After the verdict, once a fault was attempted: None when the fault took effect and
+        exercised what the check judges, else why not (then INCOMPLETE, never PASS): a kill that
+        did not take, a SIGTERM with nothing in flight."""
+        return None
 
     def restore(self) -> str | None:
         """Put the server back for the checks after this one. None, or why it failed."""
@@ -124,20 +173,9 @@ def _under_traffic(experiment: Experiment) -> None:
     try:
         traffic = experiment.open_traffic()
         with traffic:
-            rate = getattr(experiment.plan, "rate_per_s", None)
-            progress.step(f"{experiment.label}: baseline, {experiment.plan.steady_s:g} s of traffic"
-                          + (f" at {rate:g} requests/s" if rate else "") + " before the fault")
-            time.sleep(experiment.plan.steady_s)
-            bins, _ = traffic.timeline_so_far()
-            steady = steady_state(bins, 0.0, traffic.elapsed_s(), experiment.success_rate_min)
-            if steady.holds:
-                progress.step(f"{experiment.label}: injecting the fault")
-                experiment.fault(traffic)
-                progress.step(f"{experiment.label}: settle, {experiment.settle_s:g} s more traffic after the recovery")
-                time.sleep(experiment.settle_s)
-            else:
-                outcome.steady = steady
-                outcome.incomplete = f"no steady state before the fault, so no fault was injected: {steady.reason}"
+            progress.step(f"{experiment.label}: {experiment.baseline_step}")
+            time.sleep(experiment.steady_s)
+            _fault_when_ready(experiment, traffic)
     finally:
         try:
             experiment.release()
@@ -145,6 +183,33 @@ def _under_traffic(experiment: Experiment) -> None:
             if traffic is not None:
                 outcome.traffic = traffic.result
     experiment.verdict()
+    if experiment.fault_attempted and outcome.incomplete is None:
+        outcome.incomplete = experiment.exercised()
+
+
+def _fault_when_ready(experiment: Experiment, traffic: Any) -> None:
+    """The fault, once the steady state held and the experiment is ready for it; else INCOMPLETE."""
+    outcome = experiment.outcome
+    steady = experiment.steady_state(traffic)
+    if not steady.holds:
+        outcome.steady = steady
+        outcome.incomplete = f"no steady state before the fault, so no fault was injected: {steady.reason}"
+        return
+    progress.step(f"{experiment.label}: injecting the fault")
+    missing: list[str | None] = [experiment.ready_for_fault(traffic)]
+    if missing[-1] is not None:
+        def ready() -> bool:
+            missing.append(experiment.ready_for_fault(traffic))
+            return missing[-1] is None
+
+        # Polled tightly and followed by the fault at once: the moment (a request in flight) may last milliseconds.
+        if wait_until(ready, experiment.ready_timeout_s, 0.0005) is None:
+            outcome.incomplete = (f"{missing[-1]} within {experiment.ready_timeout_s:g} s of a steady state, so no "
+                                  "fault was injected")
+            return
+    experiment.fault(traffic)
+    progress.step(f"{experiment.label}: {experiment.settle_step}")
+    time.sleep(experiment.settle_s)
 
 
 def _restore(experiment: Experiment, failure: BaseException | None) -> None:

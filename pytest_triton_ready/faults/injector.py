@@ -24,7 +24,14 @@ from ..client import http_status
 from ..load.streaming import stream_once
 from ..models import instance_count, is_decoupled
 from .experiment import Experiment, one_line, run_experiment
-from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
+from .outcomes import (
+    NOTHING_IN_FLIGHT,
+    InstanceRestartOutcome,
+    Outcome,
+    ReloadOutcome,
+    ServerRestartOutcome,
+    ShutdownOutcome,
+)
 from .plan import FaultPlan
 from .probes import InstanceProber, Watcher, wait_until
 from .processes import ServerProcesses, StubProcess, still_running
@@ -589,6 +596,13 @@ class InstanceRestart(_InjectorExperiment):
     def release(self) -> None:
         self.prober.close()
 
+    def exercised(self) -> str | None:
+        if self.outcome.instance is None or self.outcome.death_observed:
+            return None
+        return (f"no death was observed: after the kill of {self.outcome.instance} no request failed and the probe of "
+                f"every instance answered ({self.outcome.probe_while_dead}); the kill did not take, so the ready "
+                "endpoints were not judged against a dead instance")
+
     def verdict(self) -> None:
         outcome, plan = self.outcome, self.plan
         killed_at = event_time(outcome.events, self.event)
@@ -694,12 +708,15 @@ class GracefulShutdown(_InjectorExperiment):
     def settle_s(self) -> float:
         return min(self.plan.settle_s, 0.5)
 
+    def ready_for_fault(self, traffic: Any) -> str | None:
+        return None if traffic.in_flight else "no request was in flight"
+
     def fault(self, traffic: Any) -> None:
         injector, outcome = self.injector, self.outcome
+        outcome.in_flight_at_sigterm = traffic.in_flight  # first: the request in flight may end any moment
         http = injector.target.endpoints.http_url
         watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready", 1.0) != 200,
                            "exited": self.exited}, on_first=traffic.event)
-        outcome.in_flight_at_sigterm = traffic.in_flight
         self.note_fault(traffic, "SIGTERM")
         if not self.cause():
             return
@@ -732,6 +749,9 @@ class GracefulShutdown(_InjectorExperiment):
         outcome.left_behind = still_running(self.before) if self.before else None
         log = self.injector.target.launcher.log_text(400)
         outcome.shutdown_log = log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log else ""
+
+    def exercised(self) -> str | None:
+        return None if self.outcome.in_flight_at_sigterm else NOTHING_IN_FLIGHT
 
     def restore(self) -> str | None:
         """Start the server again (timed: `restart_s`), then the full restore. Nothing to do when

@@ -8,6 +8,8 @@ from typing import Any
 
 from .timeline import SteadyState, chart_markers, chart_series, split_errors
 
+NOTHING_IN_FLIGHT = "nothing was in flight at SIGTERM: the drain was not exercised"
+
 
 @dataclass
 class Outcome:
@@ -104,9 +106,13 @@ class InstanceRestartOutcome(Outcome):
     impact_s: float | None = None  # from the kill until clients saw clean service again
 
     @property
+    def death_observed(self) -> bool:
+        """The killed instance was seen dead: a probe named it unhealthy or a request failed."""
+        return bool(self.unhealthy_instances) or self.failed_requests > 0
+
+    @property
     def readiness_lied(self) -> bool:
-        dead_seen = bool(self.unhealthy_instances) or self.failed_requests > 0
-        return dead_seen and (200 in self.server_ready_while_dead or 200 in self.model_ready_while_dead)
+        return self.death_observed and (200 in self.server_ready_while_dead or 200 in self.model_ready_while_dead)
 
 
 @dataclass

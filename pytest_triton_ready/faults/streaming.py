@@ -73,16 +73,22 @@ class StreamingTrafficResult:
 
 
 class StreamingTraffic:
-    """Open-loop streamed traffic for a fault experiment (a context manager): `rate_per_s`
-    requests per second spread round-robin over `users` streams."""
+    """Streamed traffic for a fault experiment (a context manager): open loop, `rate_per_s`
+    requests per second spread round-robin over `users` streams, or closed loop, `concurrency`
+    streams each sending its next request when the last one ended. `stop()` ends it early (the
+    clients close their streams, as clients behind a draining load balancer do)."""
 
-    def __init__(self, grpc_url: str, plan: StreamingPlan, rate_per_s: float, *, headers: Any = None,
-                 late_drop_s: float = 1.0, users: int | None = None, max_tokens: int = STREAM_TOKENS,
-                 deadline_s: float = STREAM_DEADLINE_S) -> None:
+    def __init__(self, grpc_url: str, plan: StreamingPlan, rate_per_s: float | None = None, *,
+                 concurrency: int | None = None, headers: Any = None, late_drop_s: float = 1.0,
+                 users: int | None = None, max_tokens: int = STREAM_TOKENS, deadline_s: float = STREAM_DEADLINE_S,
+                 keep_records: int = 0, reconnect: bool = True) -> None:
         self.deadline_s = deadline_s
-        self.load = StreamingLoad(grpc_url, plan, rate=rate_per_s, users=users or max(2, min(16, int(rate_per_s / 5))),
+        if rate_per_s is not None:
+            users = users or max(2, min(16, int(rate_per_s / 5)))
+        self.load = StreamingLoad(grpc_url, plan, rate=rate_per_s, concurrency=concurrency, users=users,
                                   max_tokens=max_tokens, deadline_s=deadline_s, headers=headers,
-                                  late_drop_s=late_drop_s, timeline_bin_s=Timeline.DEFAULT_BIN_S, reconnect=True)
+                                  late_drop_s=late_drop_s, timeline_bin_s=Timeline.DEFAULT_BIN_S,
+                                  keep_records=keep_records, reconnect=reconnect)
         self.result: StreamingTrafficResult | None = None
 
     def __enter__(self) -> StreamingTraffic:
@@ -94,8 +100,14 @@ class StreamingTraffic:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        result = self.load.stop()
-        self.result = StreamingTrafficResult(result, result.timeline, self.deadline_s)
+        self.stop()
+
+    def stop(self) -> StreamingTrafficResult:
+        """End the traffic (once): the requests in flight finish or reach their deadline."""
+        if self.result is None:
+            result = self.load.stop()
+            self.result = StreamingTrafficResult(result, result.timeline, self.deadline_s)
+        return self.result
 
     def event(self, name: str) -> None:
         self.load.event(name)
@@ -110,6 +122,13 @@ class StreamingTraffic:
     @property
     def in_flight(self) -> int:
         return self.load.in_flight()
+
+    def in_flight_sent_before(self, t: float) -> int:
+        """Requests still waiting for their final response that were sent before monotonic `t`."""
+        return self.load.in_flight_sent_before(t)
+
+    def tokens_so_far(self) -> int:
+        return self.load.tokens_so_far()
 
 
 class StreamingProber:

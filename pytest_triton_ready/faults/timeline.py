@@ -153,3 +153,25 @@ def bin_start(bins: Sequence[Any], t_s: float) -> float:
     """Start of the bin that holds time `t_s`."""
     width = _width(bins)
     return int(t_s / width + 1e-9) * width
+
+
+def streams_steady(bins: Sequence[Any], tokens: int, streams: int) -> SteadyState:
+    """The steady state of streamed traffic before a fault: every one of `streams` streams is
+    producing (at least `streams` tokens came back), no request failed and none was dropped.
+    Long generations may not have completed a single request yet, so the tokens are the proof."""
+    ok = sum(b.ok for b in bins)
+    errors = sum(b.errors for b in bins)
+    dropped = sum(b.dropped for b in bins)
+    p99s = [b.p99_ms for b in bins if b.p99_ms is not None]
+    p99 = statistics.median(p99s) if p99s else None
+    rate = ok / (ok + errors) if ok + errors else None
+    if errors:
+        return SteadyState(ok, errors, dropped, rate, p99, False, f"{errors} streamed requests failed before the fault")
+    if dropped:
+        return SteadyState(ok, errors, dropped, rate, p99, False,
+                           f"the client dropped {dropped} requests before the fault: it could not keep its rate")
+    if tokens < streams:
+        return SteadyState(ok, errors, dropped, rate, p99, False,
+                           f"only {tokens} tokens came back over {streams} streams before the fault (at least one per "
+                           "stream is needed)")
+    return SteadyState(ok, errors, dropped, rate, p99, True, f"{streams} streams producing, {tokens} tokens, no error")

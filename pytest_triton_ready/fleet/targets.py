@@ -18,7 +18,6 @@ consistency checks and for its own counters; the load goes through the balancer.
 from __future__ import annotations
 
 import shlex
-import subprocess
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -172,17 +171,18 @@ def replica_from_entry(entry: ReplicaEntry, section: FleetSection) -> Replica:
 
 
 def urls_from_command(command: str, timeout_s: float = 30.0) -> list[str]:
-    """Run `command` (no shell unless it needs one) and read URLs from what it prints."""
+    """Run `command` (no shell unless it needs one) through the one command runner and read URLs
+    from what it prints."""
+    from ..commands import run_command
+
     try:
         argv = shlex.split(command)
-        needs_shell = any(c in command for c in "|;&$`><")
-        done = subprocess.run(command if needs_shell else argv, shell=needs_shell, capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+    except ValueError as exc:
         raise DiscoveryError(f"fleet.replicas_command {command!r} could not run: {exc}") from None
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise DiscoveryError(f"fleet.replicas_command {command!r} exited with {done.returncode}: {tail[0]}")
+    needs_shell = any(c in command for c in "|;&$`><")
+    done = run_command(command if needs_shell else argv, "fleet.replicas_command", timeout_s=timeout_s)
+    if not done.ok:
+        raise DiscoveryError(done.problem())
     urls = [u.strip(",;") for u in done.stdout.replace(",", " ").split() if u.strip(",;")]
     if not urls:
         raise DiscoveryError(f"fleet.replicas_command {command!r} printed no replica URL")
