@@ -95,6 +95,10 @@ def pytest_configure(config: pytest.Config) -> None:
     run.waivers = waivers
     if settings.redactor():
         config.pluginmanager.register(JunitRedaction(settings.redactor()), "triton-ready-junit-redaction")
+    if settings.triton_budget:
+        from .budget import BudgetPlugin
+
+        config.pluginmanager.register(BudgetPlugin(settings), "triton-ready-budget")
     config.stash[RUN_KEY] = run
 
 
@@ -201,10 +205,12 @@ def load(triton, gpu):
       stable and valid (thresholds `load_*`), with the server's statistics and GPU readings for
       the same windows: a Measurement with `.stats`, `.stable`, `.valid`, `.problem()`, `.server`.
     """
+    from .budget import guard_budget
     from .load import LoadEngine
     from .plan import guard_load
 
-    return guard_load(LoadEngine.for_target(triton, gpu_reader=gpu), triton.settings)  # the attach load ceiling
+    engine = guard_load(LoadEngine.for_target(triton, gpu_reader=gpu), triton.settings)  # the attach load ceiling
+    return guard_budget(engine, triton.settings)  # the run budget (--triton-budget)
 
 
 @pytest.fixture(scope="session")
