@@ -34,7 +34,7 @@ import pytest
 
 from .soak.duration import format_duration
 
-READING_CHECK_S = 3.0  # a check that reads (health, configs, metrics, malformed requests), per check id
+READING_CHECK_S = 1.0  # a check that reads (health, configs, metrics, malformed requests), per check id
 SERVER_START_S = 10.0  # an experiment's restart of the server, or a second server for a new version
 FAULT_KINDS_BUILT_IN = 5  # forced reload, new version, dead instance, crash + restart, SIGTERM
 DEFAULT_SWEEP_TOP = 64  # PERF-2's top concurrency when no max_batch_size is known
@@ -56,6 +56,7 @@ class PhaseEstimate:
     check_id: str
     seconds: float
     how: str
+    most_s: float | None = None  # when every measurement runs to load_max_windows (it does not settle)
 
 
 def point_seconds(settings: Any) -> float:
@@ -116,19 +117,22 @@ def estimates(settings: Any, check_ids: Iterable[str] | None = None) -> list[Pha
     READING_CHECK_S each."""
     shape = repository_shape(settings)
     point = point_seconds(settings)
+    most = point_seconds_max(settings)
     ids = sorted(set(check_ids)) if check_ids is not None else None
     per_model = "" if shape.known else " (models not known before the server is asked: per model)"
     out = {
         "CFG-2": PhaseEstimate("CFG-2", shape.batched * point,
-                               f"{shape.batched} batched model(s) x 1 point x {point:g} s"),
-        "PERF-1": PhaseEstimate("PERF-1", shape.models * point, f"{shape.models} model(s) x 1 point x {point:g} s"),
+                               f"{shape.batched} batched model(s) x 1 point x {point:g} s", shape.batched * most),
+        "PERF-1": PhaseEstimate("PERF-1", shape.models * point, f"{shape.models} model(s) x 1 point x {point:g} s",
+                                shape.models * most),
         "PERF-2": PhaseEstimate("PERF-2", sum(shape.sweep_points) * point,
                                 f"{sum(shape.sweep_points)} sweep points ({'+'.join(map(str, shape.sweep_points))} "
-                                f"per model) x {point:g} s"),
+                                f"per model) x {point:g} s", sum(shape.sweep_points) * most),
     }
     if settings.triton_soak:
         out["PERF-3"] = PhaseEstimate("PERF-3", settings.triton_soak + point,
-                                      f"soak {settings.triton_soak:g} s + a rate probe of {point:g} s")
+                                      f"soak {settings.triton_soak:g} s + a rate probe of {point:g} s",
+                                      settings.triton_soak + most)
     faults = settings.section_model("faults")
     experiment = faults.steady_s + faults.observe_s + faults.settle_s
     out["PERF-4"] = PhaseEstimate("PERF-4", FAULT_KINDS_BUILT_IN * (experiment + SERVER_START_S),
@@ -139,7 +143,8 @@ def estimates(settings: Any, check_ids: Iterable[str] | None = None) -> list[Pha
     for check_id in chosen:
         estimate = out.get(check_id) or PhaseEstimate(check_id, READING_CHECK_S, "reads only")
         scales = check_id in ("CFG-2", "PERF-1", "PERF-2")  # the others do not grow with the models
-        result.append(PhaseEstimate(estimate.check_id, estimate.seconds, estimate.how + (per_model if scales else "")))
+        result.append(PhaseEstimate(estimate.check_id, estimate.seconds, estimate.how + (per_model if scales else ""),
+                                    estimate.most_s))
     return result
 
 
@@ -148,9 +153,11 @@ def estimate_block(settings: Any, check_ids: Iterable[str] | None = None) -> lis
     the budget's share of each."""
     rows = estimates(settings, check_ids)
     total = sum(r.seconds for r in rows)
+    most = sum(r.most_s or r.seconds for r in rows)
     budget_s = settings.triton_budget
-    head = f"  time estimate: about {format_duration(total)} of checks (a point: {point_seconds(settings):g} s, up to " \
-           f"{point_seconds_max(settings):g} s when a measurement does not settle)"
+    head = (f"  time estimate: about {format_duration(total)} of checks, up to {format_duration(most)} when no "
+            f"measurement settles before load_max_windows (a point: {point_seconds(settings):g} s, up to "
+            f"{point_seconds_max(settings):g} s)")
     if budget_s:
         head += f"; budget {format_duration(budget_s)} (run.budget / --triton-budget)"
     lines = [head]
@@ -159,7 +166,8 @@ def estimate_block(settings: Any, check_ids: Iterable[str] | None = None) -> lis
         if row.how == "reads only":
             continue
         share = f", budget share {format_duration(budget_s * row.seconds / total)}" if budget_s and total else ""
-        lines.append(f"    {row.check_id:8} ~{format_duration(row.seconds)}: {row.how}{share}")
+        upper = f" (up to {format_duration(row.most_s)})" if row.most_s and row.most_s > row.seconds else ""
+        lines.append(f"    {row.check_id:8} ~{format_duration(row.seconds)}{upper}: {row.how}{share}")
     if reading:
         seconds = sum(r.seconds for r in reading)
         lines.append(f"    {'others':8} ~{format_duration(seconds)}: {len(reading)} reading check(s) x "
