@@ -257,6 +257,7 @@ class RunBudget:
 
 _current: RunBudget | None = None
 _current_check = ""
+_current_recorder: Any = None  # the running check's CheckRecorder: a cut ends it through `incomplete`
 
 
 def current() -> Deadline:
@@ -266,10 +267,17 @@ def current() -> Deadline:
     return _current.deadlines.get(_current_check, UNBOUNDED)
 
 
-def activate(run_budget: RunBudget | None, check_id: str = "") -> None:
+def activate(run_budget: RunBudget | None, check_id: str = "", recorder: Any = None) -> None:
     """Make `check_id` the running check of `run_budget` (the plugin calls this per test)."""
-    global _current, _current_check
-    _current, _current_check = run_budget, check_id
+    global _current, _current_check, _current_recorder
+    _current, _current_check, _current_recorder = run_budget, check_id, recorder
+
+
+def cut(reason: str) -> None:
+    """End the running check INCOMPLETE with `reason` (through its recorder when there is one)."""
+    if _current_recorder is not None:
+        _current_recorder.incomplete(reason)
+    pytest.skip(f"incomplete: {reason}")
 
 
 def running_check() -> tuple[RunBudget | None, str]:
@@ -299,11 +307,11 @@ class BudgetGuard:
                     else f"{kwargs.get('rate')} requests/s")
             reason = run_budget.refusal(check_id, f"the measurement of {model} at {load} and what followed it")
             if reason:
-                pytest.skip(f"incomplete: {reason}")
+                cut(reason)
         return self._engine.measure(model, **kwargs)
 
 
-__all__ = ["BudgetGuard", "BudgetPlugin", "Deadline", "PhaseEstimate", "RunBudget", "UNBOUNDED", "activate", "current",
+__all__ = ["BudgetGuard", "BudgetPlugin", "Deadline", "PhaseEstimate", "RunBudget", "UNBOUNDED", "activate", "current", "cut",
            "estimate_block", "estimates", "from_settings", "guard_budget", "point_seconds", "repository_shape"]
 
 
@@ -329,7 +337,7 @@ class BudgetPlugin:
         if self.budget is None or identity is None or recorder is None:
             return
         self.budget.enter(identity[0])
-        activate(self.budget, identity[0])
+        activate(self.budget, identity[0], recorder)
         reason = self.budget.refusal(identity[0], f"{getattr(item, 'originalname', item.name)} (not started)")
         if reason:
             activate(None)
