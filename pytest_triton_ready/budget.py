@@ -17,6 +17,7 @@ A measurement asks how much time it may spend through the module-level API, whic
     from pytest_triton_ready import budget
     deadline = budget.current()
     seconds = deadline.allow(wanted_s)        # at most wanted_s, never more than the share left
+    each = deadline.per_part(models_left)     # the next model's even part of what is left (None: unbounded)
     if deadline.expired: ...
 """
 
@@ -197,6 +198,12 @@ class Deadline:
         """How much of `seconds` a measurement may spend: all of it, or what is left of the share."""
         left = self.time_left()
         return seconds if left is None else max(0.0, min(seconds, left))
+
+    def per_part(self, parts: int) -> float | None:
+        """An even share of what is left for each of `parts` still to measure (models, points):
+        what a loop over models gives the next one. None when unbounded."""
+        left = self.time_left()
+        return None if left is None else max(0.0, left) / max(1, parts)
 
     @property
     def expired(self) -> bool:

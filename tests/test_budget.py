@@ -67,6 +67,7 @@ def test_shares_follow_the_estimates_and_unused_time_goes_to_later_checks():
     now[0] = 4.0 + 20.0
     assert perf2.time_left() == pytest.approx(32.0 - 20.0) and perf2.allow(100) == pytest.approx(12.0)
     assert perf2.allow(5) == 5 and not perf2.expired and run.refusal("PERF-2", "a point") is None
+    assert perf2.per_part(3) == pytest.approx(4.0)  # three models still to measure share the 12 s left
     now[0] = 40.0
     assert perf2.expired and perf2.allow(5) == 0
     reason = run.refusal("PERF-2", "the measurement of scale at concurrency 8 and what followed it")
@@ -81,7 +82,7 @@ def test_shares_follow_the_estimates_and_unused_time_goes_to_later_checks():
 def test_without_a_budget_a_measurement_may_spend_what_it_asks():
     assert budget.current() is budget.UNBOUNDED
     assert budget.current().time_left() is None and budget.current().allow(42.0) == 42.0
-    assert not budget.current().expired
+    assert not budget.current().expired and budget.current().per_part(3) is None
 
 
 class _Engine:
