@@ -1,4 +1,5 @@
-"""The summary both perf_analyzer benchmarks print: medians of alternated rounds, side by side."""
+"""Side-by-side tables for the benchmarks: medians of alternated rounds (the perf_analyzer ones),
+before/after per check and 3 vs 12 models (checklist_time.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ def medians(rows: list[dict], keys: tuple[str, ...]) -> dict[str, dict[str, floa
     return {tool: {k: statistics.median(r[k] for r in ok[tool]) for k in keys} for tool in TOOLS}
 
 
-def print_table(med: dict[str, dict[str, float]], labels: dict[str, str], digits: int = 3) -> None:
-    """One Markdown row per key: perf_analyzer, engine, and engine / perf_analyzer."""
-    print(f"| {'median of rounds':<20} | {'perf_analyzer':>14} | {'engine':>14} | {'engine / pa':>11} |")
+def print_table(med: dict[str, dict[str, float]], labels: dict[str, str], digits: int = 3,
+                columns: tuple[str, str] = TOOLS, first: str = "median of rounds", ratio: str = "engine / pa") -> None:
+    """One Markdown row per key: the two columns' values, then the second / the first."""
+    a, b = columns
+    print(f"| {first:<20} | {a:>14} | {b:>14} | {ratio:>11} |")
     print(f"| {'-' * 20} | {'-' * 14} | {'-' * 14} | {'-' * 11} |")
     for key, label in labels.items():
-        pa, en = med["perf_analyzer"][key], med["engine"][key]
-        print(f"| {label:<20} | {pa:>14.{digits}f} | {en:>14.{digits}f} | {en / pa if pa else float('nan'):>11.3f} |")
+        x, y = med[a].get(key, float("nan")), med[b].get(key, float("nan"))
+        print(f"| {label:<20} | {x:>14.{digits}f} | {y:>14.{digits}f} | {y / x if x else float('nan'):>11.3f} |")

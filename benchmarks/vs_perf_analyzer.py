@@ -6,6 +6,9 @@ protocol and concurrency, runs alternated, printed side by side with the through
     python benchmarks/vs_perf_analyzer.py --url http://HOST:8000 --grpc-url HOST:8001 --model mymodel
 
 perf_analyzer comes from ../shared/tools/get-perf-analyzer.sh (into .perf_analyzer/, ignored by git).
+Client CPU per request is measured alike for both: the tool's user + system CPU seconds over the
+whole measurement (perf_analyzer: its process, from getrusage of finished children; the engine:
+this process and its worker processes) divided by the requests of every window it measured.
 Both tools use the same rules: windows of --window-s seconds, stable when the last 3 agree within
 10%, at most 10 windows. Each round runs perf_analyzer, then the engine (or the reverse on odd
 rounds), so a machine that gets busier or quieter affects both alike.
@@ -16,6 +19,8 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,28 +46,41 @@ def run_perf_analyzer(binary: Path, model: str, url: str, protocol: str, concurr
         command = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch_size),
                    "--concurrency-range", str(concurrency), "--measurement-interval", str(int(window_s * 1000)),
                    "--stability-percentage", "10", "--max-trials", "10", "-f", str(out)]
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), _cpu_s(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        elapsed = time.monotonic() - started
+        elapsed, cpu_s = time.monotonic() - started, _cpu_s(resource.RUSAGE_CHILDREN) - cpu_before
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
             return {"tool": "perf_analyzer", "error": " | ".join(tail) or f"exit {proc.returncode}"}
         row = next(csv.DictReader(out.open()))
     stable = "unstable" not in proc.stdout.lower() and "failed to obtain stable" not in proc.stdout.lower()
+    # requests over every pass it measured: each pass's throughput over one window, in requests
+    passes = [float(x) for x in re.findall(r"Pass \[\d+\] throughput: ([\d.]+) infer/sec", proc.stdout)]
+    requests = sum(passes) * window_s / batch_size
     return {"tool": "perf_analyzer", "throughput": float(row["Inferences/Second"]),
             "p50_ms": float(row["p50 latency"]) / 1000, "p99_ms": float(row["p99 latency"]) / 1000,
-            "stable": stable, "wall_s": elapsed}
+            "stable": stable, "wall_s": elapsed, "cpu_us": cpu_s * 1e6 / requests if requests else float("nan")}
 
 
 def run_engine(engine: LoadEngine, model: str, protocol: str, concurrency: int, window_s: float,
                batch_size: int, workers: int | str) -> dict:
     rules = MeasureRules(warmup_s=window_s / 2, window_s=window_s, max_windows=10, min_duration_s=0, min_requests=1)
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN)
     m = engine.measure(model, concurrency=concurrency, rules=rules, protocol=protocol, batch_size=batch_size,
                        server_stats=False, workers=workers)
+    cpu_s = _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN) - cpu_before
+    requests = sum(w.stats.attempted for w in m.windows)
     return {"tool": "engine", "throughput": m.stats.throughput_infer_s * batch_size, "p50_ms": m.stats.p50_ms,
             "p99_ms": m.stats.p99_ms, "stable": m.stable, "wall_s": time.monotonic() - started,
-            "workers": m.workers, "cpu_us": m.stats.client_cpu_us_per_request}
+            "workers": m.workers, "cpu_us": cpu_s * 1e6 / requests if requests else float("nan"),
+            "own_cpu_us": m.stats.client_cpu_us_per_request}
+
+
+def _cpu_s(who: int) -> float:
+    """User + system CPU seconds of this process (RUSAGE_SELF, every thread) or of its finished
+    children (RUSAGE_CHILDREN: perf_analyzer, or the engine's worker processes once joined)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,20 +142,23 @@ def main(argv: list[str] | None = None) -> int:
 def _line(row: dict) -> str:
     if "error" in row:
         return f"round {row['round']}  {row['tool']:<14} ERROR {row['error']}"
-    extra = f"  workers {row['workers']}  client CPU {row['cpu_us']:.0f} us/req" if row["tool"] == "engine" and row.get("cpu_us") else ""
+    extra = f"  client CPU {row['cpu_us']:.0f} us/req"
+    if row["tool"] == "engine":
+        extra += f"  workers {row['workers']}  (engine's own count: {row.get('own_cpu_us') or float('nan'):.0f} us/req)"
     return (f"round {row['round']}  {row['tool']:<14} {row['throughput']:>9.1f} infer/s  p50 {row['p50_ms']:>7.3f} ms  "
             f"p99 {row['p99_ms']:>7.3f} ms  {'stable' if row['stable'] else 'UNSTABLE'}{extra}")
 
 
 def _summary(rows: list[dict], args, load_before, load_after) -> int:
-    med = medians(rows, ("throughput", "p50_ms", "p99_ms"))
+    med = medians(rows, ("throughput", "p50_ms", "p99_ms", "cpu_us"))
     if med is None:
         return 1
     print()
     print(f"model {args.model}, {args.protocol}, concurrency {args.concurrency}, batch {args.batch_size}, "
           f"{args.rounds} alternated rounds, windows of {args.window_s:g} s; "
           f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on {os.cpu_count()} CPUs")
-    print_table(med, {"throughput": "throughput (infer/s)", "p50_ms": "p50 latency (ms)", "p99_ms": "p99 latency (ms)"})
+    print_table(med, {"throughput": "throughput (infer/s)", "p50_ms": "p50 latency (ms)", "p99_ms": "p99 latency (ms)",
+                      "cpu_us": "client CPU (us/req)"})
     ratio = med["engine"]["throughput"] / med["perf_analyzer"]["throughput"]
     p50_diff = med["engine"]["p50_ms"] / med["perf_analyzer"]["p50_ms"] - 1
     print(f"p50 difference: {p50_diff:+.1%} (target within 10%)")

@@ -228,6 +228,9 @@ def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: It
             continue
         mark = " (waived)" if check_id in waived else ""
         lines.append(f"    {check_id + mark:8} {text}")
+    from .budget import estimate_block
+
+    lines.extend(estimate_block(settings, ids))
     lines.append("  everything else reads only: health, repository index, configs, statistics, metrics, one "
                  "inference per model, malformed requests that a server refuses")
     return "\n".join(lines)

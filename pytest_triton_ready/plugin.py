@@ -96,6 +96,10 @@ def pytest_configure(config: pytest.Config) -> None:
     run.waivers = waivers
     if settings.redactor():
         config.pluginmanager.register(JunitRedaction(settings.redactor()), "triton-ready-junit-redaction")
+    if settings.triton_budget:
+        from .budget import BudgetPlugin
+
+        config.pluginmanager.register(BudgetPlugin(settings), "triton-ready-budget")
     config.stash[RUN_KEY] = run
 
 
@@ -202,10 +206,12 @@ def load(triton, gpu):
       stable and valid (thresholds `load_*`), with the server's statistics and GPU readings for
       the same windows: a Measurement with `.stats`, `.stable`, `.valid`, `.problem()`, `.server`.
     """
+    from .budget import guard_budget
     from .load import LoadEngine
     from .plan import guard_load
 
-    return guard_load(LoadEngine.for_target(triton, gpu_reader=gpu), triton.settings)  # the attach load ceiling
+    engine = guard_load(LoadEngine.for_target(triton, gpu_reader=gpu), triton.settings)  # the attach load ceiling
+    return guard_budget(engine, triton.settings)  # the run budget (--triton-budget)
 
 
 @pytest.fixture(scope="session")
@@ -491,15 +497,33 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 SERVER_LOG_KEY = pytest.StashKey[set]()
+CPU_ONLY_NOTED_KEY = pytest.StashKey[bool]()
 SERVER_LOG_LINES = 20
 _SEVERE = re.compile(r"^(?:[EWF]\d{4} |\S+ [EWF] )|error|traceback", re.IGNORECASE)
 
 
 def severe_log_lines(text: str, shown: set[str]) -> list[str]:
     """The server's warning and error lines (glog E/W/F prefixes, ISO8601 ` E `/` W `, anything
-    saying error or traceback) not shown before; at most the last SERVER_LOG_LINES."""
-    lines = [line for line in text.splitlines() if _SEVERE.search(line) and line not in shown]
+    saying error or traceback) not shown before; at most the last SERVER_LOG_LINES. A CPU-only
+    machine's start-up warnings (server_log.CPU_ONLY_SIGNS) are left out: `cpu_only_note` says them once."""
+    from .server_log import cpu_only_sign
+
+    lines = [line for line in text.splitlines() if _SEVERE.search(line) and line not in shown
+             and not cpu_only_sign(line)]
     return lines[-SERVER_LOG_LINES:]
+
+
+def cpu_only_note(text: str, config: pytest.Config) -> str | None:
+    """The one line that sums up a CPU-only machine's start-up warnings in `text`, the first time
+    a run meets them; None after that, or when there are none."""
+    from .server_log import cpu_only_summary
+
+    if config.stash.get(CPU_ONLY_NOTED_KEY, False):
+        return None
+    note = cpu_only_summary([line for line in text.splitlines() if _SEVERE.search(line)])
+    if note:
+        config.stash[CPU_ONLY_NOTED_KEY] = True
+    return note
 
 
 def _attach_server_log(item: pytest.Item, report: pytest.TestReport, result: Result) -> None:
@@ -509,11 +533,13 @@ def _attach_server_log(item: pytest.Item, report: pytest.TestReport, result: Res
     if target is None or not target.owns_process or "triton" not in getattr(item, "fixturenames", ()):
         return
     shown = item.config.stash.setdefault(SERVER_LOG_KEY, set())
-    lines = severe_log_lines(target.server_log(2000) or "", shown)
+    log = target.server_log(2000) or ""
+    lines = severe_log_lines(log, shown)
     if not lines:
         return
     shown.update(lines)
-    excerpt = "\n".join(lines)
+    note = cpu_only_note(log, item.config)
+    excerpt = "\n".join(lines + ([f"(note: {note})"] if note else []))
     title = f"tritonserver warnings and errors ({len(lines)} new lines)"
     report.sections.append((title, excerpt))
     result.evidence.append(Evidence(title, excerpt))

@@ -2,15 +2,18 @@
 
 The plugin wraps every check in a CheckProgress: a check that is still running after QUIET_S
 (`--triton-progress-after`) gets a line (`  PERF-2 ... 12 s: scale: concurrency 4 (point 3, search
-bound 512)`), again every HEARTBEAT_S, and at once when the check reports a step. Checks (and the
-load engine, fault experiments) report through the module-level API, which does nothing outside a
-check:
+bound 512)`), and another each time the check reports a different step. While the step stays the
+same, a heartbeat after HEARTBEAT_S of silence says what it waits for and for how long (`  PERF-2
+... 32 s: waiting for scale: concurrency 4 (point 3, search bound 512) to finish (20 s so far)`),
+then after twice that silence, up to HEARTBEAT_MAX_S. Checks (and the load engine, fault
+experiments) report through the module-level API, which does nothing outside a check:
 
     from pytest_triton_ready import progress
     progress.step(f"{model}: concurrency {c} (point {i}, search bound {bound})")   # shown at once
     with progress.phase("server restart (scale): fault injected"):
         ...
     progress.status(f"{model}: stream soak {t:.0f} of {total:.0f} s")   # shown with the next heartbeat
+    progress.waiting("the server to be ready again")   # what the heartbeat says the step waits for
     progress.own_line()   # the check draws its own progress line from here on (the soak)
 
 Lines are written through pytest's terminal reporter with output capture suspended, under one
@@ -26,6 +29,7 @@ from collections.abc import Callable, Iterator
 
 QUIET_S = 3.0
 HEARTBEAT_S = 10.0
+HEARTBEAT_MAX_S = 60.0
 MIN_GAP_S = 1.0
 
 _lock = threading.Lock()
@@ -42,9 +46,13 @@ class CheckProgress:
         self._clock = clock
         self._quiet_s = quiet_s
         self._heartbeat_s = heartbeat_s
+        self._interval = heartbeat_s  # silence before the next heartbeat; doubles while the step stays
         self._started = clock()
         self._last_shown = -1e9
         self._step = ""
+        self._step_since = self._started
+        self._shown_step: str | None = None
+        self._waiting = ""
         self._unshown = False  # a step came too soon after the last line: shown once MIN_GAP_S passed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -56,8 +64,10 @@ class CheckProgress:
     def step(self, text: str) -> None:
         """The check moved on; shown at once when the check has run longer than QUIET_S and the
         last line is at least MIN_GAP_S old, else by the heartbeat once it is (unless a later step
-        replaced it: steps quicker than MIN_GAP_S coalesce)."""
-        self._step = text
+        replaced it: steps quicker than MIN_GAP_S coalesce). The same step again is no news."""
+        if text == self._step:
+            return
+        self._set(text)
         self._unshown = True
         if self.elapsed() >= self._quiet_s and self._clock() - self._last_shown >= MIN_GAP_S:
             self._show()
@@ -65,13 +75,32 @@ class CheckProgress:
     def status(self, text: str) -> None:
         """What the check is doing, shown with the next heartbeat line (for progress that moves
         continuously, e.g. a soak's seconds, where a line per update would flood the terminal)."""
-        self._step = text
+        if text != self._step:
+            self._set(text)
 
-    def _show(self) -> None:
+    def waiting(self, text: str) -> None:
+        """What the current step waits for (a server to come back, a measurement to settle): the
+        heartbeat says so while the step does not change."""
+        self._waiting = text
+
+    def _set(self, text: str) -> None:
+        self._step = text
+        self._step_since = self._clock()
+        self._waiting = ""
+
+    def _show(self, heartbeat: bool = False) -> None:
         with _lock:
             if self._stop.is_set():
                 return
-            text = f"  {self.label} ... {self.elapsed():.0f} s" + (f": {self._step}" if self._step else "")
+            head = f"  {self.label} ... {self.elapsed():.0f} s"
+            if heartbeat:
+                what = self._waiting or (f"{self._step} to finish" if self._step else "the check to finish")
+                text = f"{head}: waiting for {what} ({self._clock() - self._step_since:.0f} s so far{_share_left()})"
+                self._interval = min(self._interval * 2, HEARTBEAT_MAX_S)
+            else:
+                text = head + (f": {self._step}" if self._step else "")
+                self._shown_step = self._step
+                self._interval = self._heartbeat_s
             self._unshown = False
             self._last_shown = self._clock()
             self.lines.append(text)
@@ -83,8 +112,10 @@ class CheckProgress:
                 return
             while True:
                 since = self._clock() - self._last_shown
-                if since >= self._heartbeat_s - 0.05 or not self.lines or (self._unshown and since >= MIN_GAP_S):
+                if not self.lines or (self._unshown and since >= MIN_GAP_S):
                     self._show()
+                elif since >= self._interval - 0.05:
+                    self._show(heartbeat=self._step == self._shown_step)
                 if self._stop.wait(min(self._heartbeat_s, 0.25)):
                     return
 
@@ -97,6 +128,19 @@ class CheckProgress:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+
+
+def _share_left() -> str:
+    """'; 1:10 of PERF-2's budget share left' while a run budget bounds the running check."""
+    from . import budget
+
+    deadline = budget.current()
+    left = deadline.time_left()
+    if left is None:
+        return ""
+    from .soak.duration import format_duration
+
+    return f"; {format_duration(max(left, 0))} of {deadline.check_id}'s budget share left"
 
 
 def step(text: str) -> None:
@@ -119,6 +163,14 @@ def phase(text: str) -> Iterator[None]:
     """A named phase of a check (e.g. one fault experiment's fault or recovery)."""
     step(text)
     yield
+
+
+def waiting(text: str) -> None:
+    """Say what the running check's current step waits for (no-op outside a check): the heartbeat
+    shows it while the step does not change."""
+    current = _current
+    if current is not None:
+        current.waiting(text)
 
 
 def own_line() -> None:

@@ -36,3 +36,27 @@ def model_load_failures(log: str) -> dict[str, str]:
         failures[failed.group("model")] = reason
         parse_error = None
     return failures
+
+
+# What tritonserver says at every start on a machine without a usable GPU (no driver, no NVML, no
+# DCGM): true, expected there, and the same at each restart, so it is said once, not per failure.
+CPU_ONLY_SIGNS: dict[str, re.Pattern[str]] = {
+    "DCGM unable to start": re.compile(r"DCGM unable to start"),
+    "NVML not initialized": re.compile(r"Failed to initialize NVML"),
+    "no CUDA driver": re.compile(r"CUDA driver version is insufficient|CudaDriverHelper has not been initialized"),
+    "no pinned memory pool": re.compile(r"no pinned memory pool|Unable to allocate pinned system memory"),
+}
+
+
+def cpu_only_sign(line: str) -> str | None:
+    """The short name of a CPU-only machine's start-up warning in `line`, else None."""
+    return next((name for name, pattern in CPU_ONLY_SIGNS.items() if pattern.search(line)), None)
+
+
+def cpu_only_summary(lines: list[str]) -> str | None:
+    """One line for every CPU-only start-up warning among `lines`; None when there is none."""
+    names = sorted({name for line in lines if (name := cpu_only_sign(line))}, key=list(CPU_ONLY_SIGNS).index)
+    if not names:
+        return None
+    return (f"this machine has no usable GPU, so tritonserver warns at every start ({', '.join(names)}); "
+            "those lines are left out of every excerpt")

@@ -205,8 +205,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("triton_allow", "attach.allow", "Classes of action allowed on an attached server (a server this run did not start): reload, faults, saturate, large_payloads; comma-separated. Default: none (the run changes nothing and stays under the load ceiling).", _allow_list, None, "A,B"),
     Option("triton_load_cluster", "fleet.load_cluster", "Run the load engine's workers on a Ray cluster: auto, ray://HOST:PORT or HOST:PORT (needs the [distributed] extra); default: worker processes on this machine.", _load_cluster, None, "ADDRESS"),
+    Option("triton_budget", "run.budget", "Time for the whole run, shared across phases and models by the plan's estimates: 15m, 1h; what it cuts is INCOMPLETE naming it. Default: no budget.", _duration, None, "DURATION"),
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
-    Option("triton_progress_after", "report.progress_after_s", "A check still running after this many seconds gets a progress line on the terminal (what it is doing: the curve point, the fault experiment's phase), again at each step and every 10 s; 0: from the start.", _non_negative_float, QUIET_S, "SECONDS"),
+    Option("triton_progress_after", "report.progress_after_s", "A check still running after this many seconds gets a progress line on the terminal (what it is doing: the curve point, the fault experiment's phase), again at each new step, and a heartbeat saying what the step waits for while it lasts; 0: from the start.", _non_negative_float, QUIET_S, "SECONDS"),
     Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
 )
 OPTION_BY_KEY = {option.key: option for option in OPTIONS}
@@ -284,6 +285,12 @@ class ReportSection(Section):
     baseline: str | None = _option_field("triton_baseline")
 
 
+class RunSection(Section):
+    """`run:`: the run as a whole."""
+
+    budget: Annotated[str | float | None, _checked_by("triton_budget")] = _option_field("triton_budget")
+
+
 class _FileBase(Section):
     """The sections settings.py owns; `file_model()` adds each phase's own."""
 
@@ -294,6 +301,7 @@ class _FileBase(Section):
     thresholds: dict[str, float] = setting(dict, "named thresholds (pytest_triton_ready/thresholds.py)")
     report: ReportSection | None = None
     container: ContainerSection | None = None
+    run: RunSection | None = None
 
 
 # The keys that moved to their launcher's own section: new spelling -> the old one, still read.
@@ -330,7 +338,8 @@ def file_model() -> type[BaseModel]:
 
 def sections() -> dict[str, type[BaseModel]]:
     """The sections code reads through settings.section_model(name)."""
-    own = {"server": ServerSection, "inputs": InputsSection, "report": ReportSection, "container": ContainerSection}
+    own = {"server": ServerSection, "inputs": InputsSection, "report": ReportSection, "container": ContainerSection,
+           "run": RunSection}
     return {**own, **phase_sections()}
 
 
@@ -366,6 +375,7 @@ class Settings:
     triton_tune_batching: bool = False
     triton_allow: list[str] | None = None
     triton_load_cluster: str | None = None
+    triton_budget: float | None = None
     readiness_report: Path = Path("triton-ready-report")
     triton_progress_after: float = QUIET_S
     triton_baseline: Path | None = None

@@ -23,7 +23,7 @@ NOT_PACKAGE_CODE = ("demo.*",)
 # Bottom first. A module belongs to the first layer with a pattern that matches its dotted name
 # (without the package prefix); it may import from its own layer and the ones below.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("<package>", "errors", "progress", "commands", "addresses", "yamlschema", "thresholds", "redaction",
+    ("foundation", ("<package>", "errors", "progress", "commands", "budget", "addresses", "yamlschema", "thresholds", "redaction",
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
                     "recorder")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from conftest import QUICK_CHECKLIST, REPO_ROOT
 from pytest_triton_ready.gate import EXIT_CODES
 
@@ -48,3 +50,34 @@ def test_help_explains_the_options(tmp_path):
     assert result.returncode == 0
     assert "triton-ready: production readiness" in result.stdout and "--triton-url=URL" in result.stdout
     assert "TRITON_READY_URL" in result.stdout
+
+
+def _installed_like_a_wheel(path) -> None:
+    """A dist-info on sys.path[0] that lists the package's files, as an installed wheel's RECORD
+    does: pytest then marks `pytest_triton_ready` for assertion rewriting by that name (an editable
+    install lists no file, which hides the problem)."""
+    dist = path / "pytest_triton_ready_wheel-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-triton-ready-wheel\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\ntriton_ready = pytest_triton_ready.plugin\n")
+    (dist / "RECORD").write_text("pytest_triton_ready/__init__.py,,\npytest_triton_ready/cli.py,,\n"
+                                 "pytest_triton_ready/plugin.py,,\n")
+
+
+@pytest.mark.parametrize("entry", [["-m", "pytest_triton_ready.cli"],
+                                   ["-c", "import sys; from pytest_triton_ready.cli import main; sys.exit(main())"]],
+                         ids=["python -m", "console script"])
+def test_the_entry_points_give_no_assertion_rewrite_warning(pytester, entry):
+    _installed_like_a_wheel(pytester.path)
+    pytester.makepyfile(rewrite_probe="""
+        def pytest_sessionstart(session):
+            import pytest_triton_ready.plugin as plugin
+            print("plugin loader:", type(plugin.__loader__).__name__)
+    """)
+    result = pytester.run(sys.executable, *entry, "--triton-launch=embedded", "--triton-plan",
+                          "-p", "rewrite_probe", "-s", timeout=120)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, output[-2000:]
+    assert "triton-ready run plan" in output
+    assert "PytestAssertRewriteWarning" not in output and "cannot be rewritten" not in output
+    assert "plugin loader: AssertionRewritingHook" in output  # the plugin's own module is still rewritten

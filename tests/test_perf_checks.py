@@ -218,3 +218,15 @@ def test_tune_batching_measures_delays_and_restores_the_config(run_checklist, de
     after = client.model_config("scale", fresh=True)["dynamic_batching"]["max_queue_delay_microseconds"]
     client.close()
     assert after == before
+
+
+def test_a_budget_too_small_for_the_sweep_cuts_it_incomplete_naming_the_budget(run_checklist):
+    """A run budget PERF-2's sweep cannot fit in: the points after its share is spent are not
+    measured, and PERF-2 is INCOMPLETE naming the budget and what it left out, never PASS."""
+    run = run_checklist("test_performance.py", args=("--triton-models=scale", *SHORT, "-k", "curve",
+                                                     "--triton-budget=2s"))
+    perf2 = run.result("test_throughput_latency_curve")
+    assert perf2["verdict"] == "incomplete", perf2
+    assert perf2["reason"].startswith("run budget 0:02 (run.budget / --triton-budget) "), perf2["reason"]
+    assert "left out: the measurement of scale at concurrency " in perf2["reason"]
+    assert "time estimate: about" in run.outcome.stdout.str()  # the plan showed the estimate first

@@ -134,15 +134,17 @@ def test_shorten_collapses_whitespace_and_cuts_with_an_ellipsis():
 # -- terminal rows -----------------------------------------------------------------------------------
 def test_terminal_rows_put_a_pass_on_one_line_and_say_why_under_a_failure():
     results = [
-        result("CFG-1", Verdict.PASS, title="Every model is READY", measurements=[Measurement("state", "READY")]),
+        result("CFG-1", Verdict.PASS, title="Every model is READY", measurements=[Measurement("state", "READY")],
+               name="test_models_ready"),
         result("PERF-1", Verdict.FAIL, blocking=False, title="GPU busy under load",
-               findings=[Finding("GPU utilization 20% is below 70%")]),
-        result("SEC-1", Verdict.INCOMPLETE, title="Restricted APIs need credentials", reason="no restricted API declared"),
+               findings=[Finding("GPU utilization 20% is below 70%")], name="test_gpu_busy"),
+        result("SEC-1", Verdict.INCOMPLETE, title="Restricted APIs need credentials", reason="no restricted API declared",
+               name="test_restricted_apis"),
     ]
     pass_row, fail_row, incomplete_row = checklist_rows(results, width=100)
-    assert pass_row.head.startswith("CFG-1   Every model is READY ")
-    # id width 6 (PERF-1); verdict width 12 ("incomplete" + 2); title width max(20, min(60, 100 - 6 - 12 - 30)) = 52
-    assert len(pass_row.head) == 6 + 2 + 52 + 2
+    assert pass_row.head.startswith("CFG-1   models ready ")
+    # id width 6 (PERF-1); the names' column as wide as the longest, "restricted apis" (15)
+    assert len(pass_row.head) == 6 + 2 + 15 + 2
     assert pass_row.verdict.strip() == "pass" and pass_row.tail == "state READY" and pass_row.why == ""
     assert pass_row.markup == {"green": True}
     assert fail_row.verdict.strip() == "fail*"  # advisory
@@ -152,13 +154,24 @@ def test_terminal_rows_put_a_pass_on_one_line_and_say_why_under_a_failure():
     assert incomplete_row.markup == {"yellow": True}
 
 
-def test_terminal_titles_are_cut_to_the_width():
-    long_title = "Sweeping concurrency up to twice the batch size times the instances, throughput never falls"
-    (row,) = checklist_rows([result("PERF-2", Verdict.PASS, title=long_title)], width=80)
-    title = row.head[len("PERF-2  "):].rstrip()
-    assert len(title) == 38 and title.endswith("…")  # max(20, min(60, 80 - 6 - ("pass" + 2) - 30)) = 38
-    (narrow,) = checklist_rows([result("PERF-2", Verdict.PASS, title=long_title)], width=40)
-    assert len(narrow.head[len("PERF-2  "):].rstrip()) == 20  # never under 20 columns
+def test_terminal_rows_name_a_check_by_id_and_short_name_not_a_cut_title():
+    title = "The server is live and ready, and every model in scope is READY with its configuration"
+    (row,) = checklist_rows([result("OPS-1", Verdict.PASS, title=title, name="test_server_live_and_ready")], width=80)
+    assert row.head.rstrip() == "OPS-1  server live and ready"
+    assert "…" not in row.head and "The server is live" not in row.head
+    params = [result("CFG-4", Verdict.PASS, name="test_headroom[scale]"),
+              result("CFG-4", Verdict.PASS, name="test_headroom[cached_sum]")]
+    assert [r.head.rstrip() for r in checklist_rows(params)] == ["CFG-4  headroom [scale]", "CFG-4  headroom [cached_sum]"]
+
+
+def test_terminal_names_are_cut_at_a_word_to_the_width():
+    name = "test_new_version_rollout_under_traffic_loses_no_request"
+    (row,) = checklist_rows([result("PERF-4", Verdict.PASS, name=name)], width=80)
+    shown = row.head[len("PERF-4  "):].rstrip()
+    assert len(shown) <= 80 - 6 - 6 - 24 and shown.endswith("…")  # 24 columns stay for what decided it
+    assert shown == "new version rollout under traffic loses no…"
+    (wide,) = checklist_rows([result("PERF-4", Verdict.PASS, name=name)], width=160)
+    assert wide.head.rstrip() == "PERF-4  new version rollout under traffic loses no request"
 
 
 # -- Markdown ----------------------------------------------------------------------------------------

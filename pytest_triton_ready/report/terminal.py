@@ -28,16 +28,18 @@ class Row:
 
 
 def checklist_rows(results: list[Result], width: int = 120) -> list[Row]:
-    """The table's rows, cut to fit `width` columns."""
+    """The table's rows, cut to fit `width` columns. A row names its check by id and short name
+    (the test function's words, `short_names`); the full title is the report's."""
     id_width = max([len(r.check_id) for r in results] + [5])
     verdicts = [VERDICT_LABELS[r.verdict] + ("" if r.blocking else "*") for r in results]
     verdict_width = max(len(v) for v in verdicts) + 2 if verdicts else 8
-    title_width = max(20, min(60, width - id_width - verdict_width - 30))
+    room = max(20, width - id_width - verdict_width - 24)  # at least 20 columns stay for what decided a pass
+    names = short_names(results)
+    title_width = min(max([len(n) for n in names] + [10]), room)
     indent = " " * (id_width + 2)
-    titles = distinct_titles(results, title_width)
     rows = []
-    for result, verdict, title in zip(results, verdicts, titles, strict=False):
-        head = f"{result.check_id:<{id_width}}  {title:<{title_width}}  "
+    for result, verdict, name in zip(results, verdicts, names, strict=False):
+        head = f"{result.check_id:<{id_width}}  {fit(name, title_width):<{title_width}}  "
         text = detail(result)
         passed = result.verdict == Verdict.PASS
         tail = shorten(text, max(width - len(head) - verdict_width, 10)) if passed else ""
@@ -46,21 +48,32 @@ def checklist_rows(results: list[Result], width: int = 120) -> list[Row]:
     return rows
 
 
-def _function_words(result: Result) -> str:
-    """'gpu memory headroom' from a nodeid ending in ::test_gpu_memory_headroom[...]."""
+def short_name(result: Result) -> str:
+    """'gpu memory headroom' from a nodeid ending in ::test_gpu_memory_headroom[...]; the title
+    for a result without a test function."""
+    if "::" not in result.nodeid:
+        return " ".join(result.title.split())
     name = result.nodeid.split("::")[-1].split("[")[0]
     return name.removeprefix("test_").replace("_", " ")
 
 
-def distinct_titles(results: list[Result], width: int) -> list[str]:
-    """Each check's title cut to `width`; where two rows of the same check id would read the same,
-    each reads as its test function's words instead (still cut to width), so no two rows collide."""
-    titles = [shorten(r.title, width) for r in results]
-    seen: dict[tuple[str, str], list[int]] = {}
-    for index, (result, title) in enumerate(zip(results, titles, strict=False)):
-        seen.setdefault((result.check_id, title), []).append(index)
-    for indices in seen.values():
-        if len(indices) > 1:
-            for index in indices:
-                titles[index] = shorten(_function_words(results[index]), width)
-    return titles
+def short_names(results: list[Result]) -> list[str]:
+    """Each row's short name; a function that gives several rows (parametrized) adds its
+    parameters, so no two rows read the same."""
+    names = [short_name(r) for r in results]
+    counts: dict[tuple[str, str], int] = {}
+    for result, name in zip(results, names, strict=False):
+        counts[(result.check_id, name)] = counts.get((result.check_id, name), 0) + 1
+    out = []
+    for result, name in zip(results, names, strict=False):
+        param = result.nodeid.split("[", 1)[1].rstrip("]") if "[" in result.nodeid else ""
+        out.append(f"{name} [{param}]" if counts[(result.check_id, name)] > 1 and param else name)
+    return out
+
+
+def fit(text: str, width: int) -> str:
+    """`text` in `width` columns, cut at a word boundary with an ellipsis when it is longer."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1].rsplit(" ", 1)[0] if " " in text[: width - 1] else text[: width - 1]
+    return cut.rstrip() + "…"
