@@ -290,7 +290,7 @@ def _drive(ray: Any, actors: list, info: ClusterInfo, plan: TrafficPlan, transpo
 
 def measure_on_cluster(engine: Any, address: str, model: str, plan: TrafficPlan, rules: Any,
                        concurrency: int | None, rate: float | None, protocol: str, server_stats: bool,
-                       stop_when: Callable[[list[Window]], bool]) -> Any:
+                       stop_when: Callable[[list[Window]], bool], judged: Any = None) -> Any:
     """LoadEngine.measure with its workers on the cluster. A cluster that cannot be used, or a
     worker that died, gives a Measurement that is not valid (so INCOMPLETE in a check), with the
     one-line reason as its validity detail."""
@@ -308,6 +308,6 @@ def measure_on_cluster(engine: Any, address: str, model: str, plan: TrafficPlan,
         return Measurement(model, plan.mode, concurrency, rate, empty, [], False, "not measured", False,
                            f"load workers on Ray: {exc}", rules, None, protocol, len(info.workers),
                            cluster=info.to_dict())
-    measurement = measurement_from(model, result, rules, concurrency, rate, protocol, len(info.workers))
+    measurement = measurement_from(model, result, rules, concurrency, rate, protocol, len(info.workers), judged)
     measurement.cluster = info.to_dict()
     return measurement
