@@ -21,7 +21,7 @@ from pytest_triton_ready.load.curve import (
 )
 from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.profile import profile
-from pytest_triton_ready.load.rules import Rule, relative_rule
+from pytest_triton_ready.load.rules import Rule, slo_rules
 from pytest_triton_ready.models import defer_to_streaming, ready_decoupled_models, ready_models
 from pytest_triton_ready.plan import require_allowed
 from pytest_triton_ready.report import progress
@@ -93,13 +93,6 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check, triton_facts):
     _untrusted(check, untrusted)
 
 
-def _slo_rules(prof, success_min):
-    """The rules a load point is decided on: p99 within the budget (needs a valid measurement) and
-    the success rate (judged whatever the validity: a model failing every request fails on it)."""
-    return [Rule("p99 latency", "p99", "<=", prof.budget_p99_ms, "ms"),
-            Rule("success rate", "success rate", ">=", float(success_min), "ratio", needs_validity=False)]
-
-
 def _benchmark(load, check, health, profiles, targets):
     success_min = check.threshold("success_rate_min")
     untrusted = []
@@ -108,7 +101,7 @@ def _benchmark(load, check, health, profiles, targets):
         if health.skip(model):
             continue
         _budget_note(check, prof)
-        rules = _slo_rules(prof, success_min.value)
+        rules = slo_rules(prof.budget_p99_ms, success_min.value)
         if prof.min_throughput:
             progress.step(f"{model}: {prof.min_throughput:g} infer/s offered (Poisson)")
             measurement = load.measure(model, rate=prof.min_throughput, poisson=True, judge=rules)
@@ -230,7 +223,7 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
             # Warm-up once per model: later points follow traffic that already warmed the model.
             rules = load.rules() if not points else load.rules(warmup_s=0.0)
             m = load.measure(model, concurrency=concurrency, rules=rules,
-                             judge=point_rules(prof, success_min, points, concurrency, search, drop_tolerance))
+                             judge=search.point_rules(points, concurrency, drop_tolerance))
             if health.observe(m, model=model, label=f"concurrency {concurrency}"):
                 died = True  # the rest of the curve would measure a broken model
                 break
@@ -294,23 +287,6 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                           round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model,
                           threshold=prof.min_throughput, comparison=">=")
     return incomplete
-
-
-def point_rules(prof, success_min, points, concurrency, search, drop_tolerance):
-    """What a curve point must decide before it stops: p99 within the budget or not, the success
-    rate, and against the nearest lower point measured, whether throughput fell by more than
-    curve_drop_tolerance (and past the rule of thumb, where the search asks it, whether it still
-    gains curve_min_gain), each against both points' noise."""
-    rules = _slo_rules(prof, success_min)
-    below = [p for p in points if p.concurrency < concurrency and p.trustworthy]
-    if below:
-        previous = max(below, key=lambda p: p.concurrency).throughput_estimate()
-        rules.append(relative_rule("throughput against the previous point", "throughput", ">=", previous,
-                                   1 - drop_tolerance, "infer/s", failure_only=True))
-        if concurrency > search.rule_of_thumb:
-            rules.append(relative_rule("throughput gain", "throughput", ">=", previous, 1 + search.min_gain,
-                                       "infer/s"))
-    return rules
 
 
 def _curve_charts(check, model, prof, points):

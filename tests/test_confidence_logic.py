@@ -222,3 +222,19 @@ def _result(windows):
     last = windows[-1]
     return TrafficResult(last.stats, {"m": last.stats}, windows, None, [w.tallies for w in windows], "closed", 0.0,
                          last.end_s)
+
+
+def test_a_curve_point_asks_the_searchs_questions_and_the_gain_only_past_the_rule_of_thumb():
+    from pytest_triton_ready.load.curve import CapacitySearch
+
+    search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=100.0, success_min=0.999)  # rule: 4
+    first = search.point_rules([], 1, 0.10)
+    assert [r.name for r in first] == ["p99 latency", "success rate"]
+    assert not first[1].needs_validity and first[0].needs_validity
+    points = [_point(1, 1000, 50), _point(2, 1800, 60), _point(4, 2000, 60)]
+    within = search.point_rules(points, 4, 0.10)
+    assert [r.name for r in within] == ["p99 latency", "success rate", "throughput against the previous point"]
+    assert within[2].failure_only and within[2].threshold == pytest.approx(0.9 * 1800)
+    beyond = search.point_rules(points, 8, 0.10)
+    assert beyond[-1].name == "throughput gain" and beyond[-1].threshold == pytest.approx(1.05 * 2000)
+    assert beyond[-1].reference.interval == points[2].throughput_interval

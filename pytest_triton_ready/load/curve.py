@@ -27,6 +27,7 @@ from typing import Any
 
 from ..report.model import LoadPoint
 from .confidence import Estimate, Interval, difference_interval, estimate
+from .rules import Rule, relative_rule, slo_rules
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,23 @@ class CapacitySearch:
         if pending:
             return pending[0]
         return self._beyond_rule(points, measured)
+
+    def point_rules(self, points: Sequence[CurvePoint], concurrency: int, drop_tolerance: float) -> list[Rule]:
+        """What the point at `concurrency` must decide before it stops: p99 within the budget or
+        not, the success rate, and against the nearest lower point measured, whether throughput
+        fell by more than `drop_tolerance` (only a decided fall matters) and, past the rule of
+        thumb where the search asks it, whether it still gains `min_gain`; each against both
+        points' noise."""
+        rules = slo_rules(self.budget_p99_ms, self.success_min)
+        below = [p for p in points if p.concurrency < concurrency and p.trustworthy]
+        if below:
+            previous = max(below, key=lambda p: p.concurrency).throughput_estimate()
+            rules.append(relative_rule("throughput against the previous point", "throughput", ">=", previous,
+                                       1 - drop_tolerance, "infer/s", failure_only=True))
+            if concurrency > self.rule_of_thumb:
+                rules.append(relative_rule("throughput gain", "throughput", ">=", previous, 1 + self.min_gain,
+                                           "infer/s"))
+        return rules
 
     def _beyond_rule(self, points: Sequence[CurvePoint], measured: set[int]) -> int | None:
         by_level = sorted(points, key=lambda p: p.concurrency)

@@ -235,6 +235,13 @@ def relative_rule(name: str, statistic: str, comparison: str, reference: Estimat
                 failure_only=failure_only)
 
 
+def slo_rules(budget_p99_ms: float, success_min: float) -> list[Rule]:
+    """The rules a load point is decided on: p99 within the budget (needs a valid measurement) and
+    the success rate (judged whatever the validity: a model failing every request fails on it)."""
+    return [Rule("p99 latency", "p99", "<=", float(budget_p99_ms), "ms"),
+            Rule("success rate", "success rate", ">=", float(success_min), "ratio", needs_validity=False)]
+
+
 def decided_enough(judgements: Sequence[Judgement], valid: bool) -> bool:
     """A measurement may stop: a rule judged whatever the validity (the success rate) failed, or it
     is valid and every rule is settled (decided, or a failure-only rule on its passing side)."""
