@@ -15,11 +15,14 @@ from pytest_triton_ready.load.curve import (
     CapacitySearch,
     CurvePoint,
     capacity,
+    drops_inside_noise,
     enough_trusted,
     knee,
     shape_problems,
 )
+from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.profile import profile
+from pytest_triton_ready.load.rules import Rule, slo_rules
 from pytest_triton_ready.models import defer_to_streaming, ready_decoupled_models, ready_models
 from pytest_triton_ready.plan import require_allowed
 
@@ -98,16 +101,17 @@ def _benchmark(load, check, health, profiles, targets):
         if health.skip(model):
             continue
         _budget_note(check, prof)
+        rules = slo_rules(prof.budget_p99_ms, success_min.value)
         if prof.min_throughput:
             progress.step(f"{model}: {prof.min_throughput:g} infer/s offered (Poisson)")
-            measurement = load.measure(model, rate=prof.min_throughput, poisson=True)
+            measurement = load.measure(model, rate=prof.min_throughput, poisson=True, judge=rules)
             check.measure("offered load (Poisson)", prof.min_throughput, "infer/s", model=model)
             label = f"{prof.min_throughput:g} infer/s offered"
             targets[model] = {"rate": prof.min_throughput}
         else:
             concurrency = int(check.threshold("perf_target_concurrency").value)
             progress.step(f"{model}: concurrency {concurrency} (closed loop)")
-            measurement = load.measure(model, concurrency=concurrency)
+            measurement = load.measure(model, concurrency=concurrency, judge=rules)
             check.measure("concurrency (closed loop)", concurrency, "requests", model=model)
             label = f"concurrency {concurrency}"
             targets[model] = {"concurrency": concurrency}
@@ -116,21 +120,31 @@ def _benchmark(load, check, health, profiles, targets):
             continue  # its numbers describe a broken model: the dead instance is the finding
         stats = measurement.stats
         check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
-        check.measure("measurement stable", str(measurement.stable), model=model)
+        check.measure("measurement stable", str(measurement.stable), model=model)  # evidence, not a gate
+        check.evidence(f"{model}: window stability", measurement.stability_detail)
         check.measure("measurement valid", str(measurement.valid), model=model)
-        if not measurement.trustworthy:
+        check.measure("windows measured", len(measurement.windows), "windows", model=model)
+        # Success before validity: errors are judged on their rate and named whatever the validity.
+        for reason, count in stats.errors.items():
+            check.evidence(f"{model} error ({count}x)", reason)
+        too_close = record_judgement(check, measurement.judgement("success rate"), model=model,
+                                     threshold=success_min, digits=5,
+                                     finding=_success_finding(model, stats, success_min.value))
+        if not measurement.valid:
             untrusted.append(f"{model}: {measurement.problem()}")
             continue
+        if too_close:
+            untrusted.append(too_close)
         check.measure("throughput", round(stats.throughput_infer_s, 1), "infer/s", model=model)
         for name in ("p50", "p90", "p95", "p99.9"):
             check.measure(f"{name} latency", stats.p(name), "ms", model=model)
-        check.measure("p99 latency", stats.p99_ms, "ms", model=model, threshold=prof.budget_p99_ms,
-                      finding=f"{model}: p99 {stats.p99_ms:.1f} ms exceeds the {prof.budget_p99_ms:g} ms budget "
-                              f"({prof.budget_source})")
-        check.measure("success rate", round(stats.success_rate or 0.0, 5), "ratio", model=model,
-                      threshold=success_min, comparison=">=")
-        for reason, count in stats.errors.items():
-            check.evidence(f"{model} error ({count}x)", reason)
+        p99 = measurement.judgement("p99 latency")
+        too_close = record_judgement(
+            check, p99, model=model,
+            finding=f"{model}: p99 {p99.value or 0:.1f} ms exceeds the {prof.budget_p99_ms:g} ms budget "
+                    f"({prof.budget_source}; {p99.estimate.interval.describe('ms', 4) if p99.estimate.interval else 'no interval'})")
+        if too_close:
+            untrusted.append(too_close)
         if prof.min_throughput:
             # Completed over offered in the same windows (Poisson arrivals make the offered count vary
             # around the rate); a server that falls behind leaves a growing backlog or drops.
@@ -145,7 +159,13 @@ def _benchmark(load, check, health, profiles, targets):
     if check.errors and not health.deaths:
         check.recommend("Find the slowest stage in the server times above: queue time means too few instances "
                         "or too long max_queue_delay_microseconds; compute time means a slower model than the SLO allows.")
-    return "measurement not trustworthy: " + "; ".join(untrusted) if untrusted else None
+    return "not decided: " + "; ".join(untrusted) if untrusted else None
+
+
+def _success_finding(model, stats, success_min):
+    errors = ", ".join(f"{reason} ({count}x)" for reason, count in sorted(stats.errors.items(), key=lambda e: -e[1])[:3])
+    return (f"{model}: success rate {stats.success_rate or 0.0:.2%} is below {success_min:g}"
+            + (f"; errors: {errors}" if errors else ""))
 
 
 @pytest.mark.triton_check("PERF-2")
@@ -200,27 +220,26 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
         while (concurrency := search.next_level(points)) is not None:
             progress.step(f"{model}: concurrency {concurrency} (point {len(points) + 1}, "
                           f"search bound {search.max_concurrency})")
-            m = load.measure(model, concurrency=concurrency)
+            # Warm-up once per model: later points follow traffic that already warmed the model.
+            rules = load.rules() if not points else load.rules(warmup_s=0.0)
+            m = load.measure(model, concurrency=concurrency, rules=rules,
+                             judge=search.point_rules(points, concurrency, drop_tolerance))
             if health.observe(m, model=model, label=f"concurrency {concurrency}"):
                 died = True  # the rest of the curve would measure a broken model
                 break
             points.append(CurvePoint.measured(concurrency, m))
             if m.problem():
                 check.finding(f"{model}: concurrency {concurrency}: {m.problem()}", severity="warning", model=model)
+            for note in m.too_close():
+                check.finding(f"{model}: concurrency {concurrency} ({len(m.windows)} windows): {note}",
+                              severity="info", model=model)
         points.sort(key=lambda p: p.concurrency)
         if search.reason:
             check.finding(f"{model}: the sweep stopped at concurrency {points[-1].concurrency if points else 0} "
                           f"(past the rule of thumb {search.rule_of_thumb}): {search.reason}", severity="info",
                           model=model)
         trusted = [p for p in points if p.trustworthy]
-        check.chart(f"{model}: latency vs throughput", "throughput (infer/s)", "latency (ms)",
-                    {"p50": [(p.throughput_infer_s, p.p50_ms) for p in trusted],
-                     "p99": [(p.throughput_infer_s, p.p99_ms) for p in trusted]},
-                    markers=[{"x": p.throughput_infer_s, "label": f"c={p.concurrency}"} for p in trusted])
-        check.chart(f"{model}: latency vs concurrency", "concurrency (requests in flight)", "latency (ms)",
-                    {"p50": [(p.concurrency, p.p50_ms) for p in trusted],
-                     "p99": [(p.concurrency, p.p99_ms) for p in trusted],
-                     f"budget {prof.budget_p99_ms:g} ms": [(p.concurrency, prof.budget_p99_ms) for p in trusted]})
+        _curve_charts(check, model, prof, points)
         for p in points:
             check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
@@ -237,6 +256,8 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
         best = capacity(points, prof.budget_p99_ms, success_min)
         for problem in shape_problems(points, knee_point, drop_tolerance, prof.budget_p99_ms, prof.min_throughput):
             check.finding(f"{model}: {problem}", model=model, rule="PERF-2")
+        for note in drops_inside_noise(points, drop_tolerance):
+            check.finding(f"{model}: {note}", severity="info", model=model)
         if prof.min_throughput is None:
             check.finding(f"{model}: no min_throughput SLO, so 'latency explodes below the target load' is not "
                           "checked", severity="info", model=model)
@@ -266,6 +287,27 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                           round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model,
                           threshold=prof.min_throughput, comparison=">=")
     return incomplete
+
+
+def _curve_charts(check, model, prof, points):
+    """Every point of the curve, each with its p99 interval where measured; untrustworthy points
+    are drawn too and marked."""
+    def marker(p):
+        return f"c={p.concurrency}" + ("" if p.trustworthy else " (not valid)")
+
+    interval = [p for p in points if p.p99_interval is not None]
+    check.chart(f"{model}: latency vs throughput", "throughput (infer/s)", "latency (ms)",
+                {"p50": [(p.throughput_infer_s, p.p50_ms) for p in points],
+                 "p99": [(p.throughput_infer_s, p.p99_ms) for p in points]},
+                markers=[{"x": p.throughput_infer_s, "label": marker(p)} for p in points])
+    series = {"p50": [(p.concurrency, p.p50_ms) for p in points],
+              "p99": [(p.concurrency, p.p99_ms) for p in points]}
+    if interval:
+        level = f"{interval[0].p99_interval.level:.0%}"
+        series[f"p99 {level} interval low"] = [(p.concurrency, round(p.p99_interval.low, 4)) for p in interval]
+        series[f"p99 {level} interval high"] = [(p.concurrency, round(p.p99_interval.high, 4)) for p in interval]
+    series[f"budget {prof.budget_p99_ms:g} ms"] = [(p.concurrency, prof.budget_p99_ms) for p in points]
+    check.chart(f"{model}: latency vs concurrency", "concurrency (requests in flight)", "latency (ms)", series)
 
 
 @pytest.mark.triton_check("CFG-2")
@@ -318,21 +360,27 @@ def _stress(load, check, health, batched):
             continue
         concurrency = min(prof.saturation_concurrency, cap) if cap > 0 else prof.saturation_concurrency
         progress.step(f"{model}: batching at saturation, concurrency {concurrency} (model {number} of {len(batched)})")
-        measurement = load.measure(model, concurrency=concurrency)
+        rule = Rule("average batch size", "average batch size", ">", float(min_batch.value), "requests")
+        measurement = load.measure(model, concurrency=concurrency, judge=[rule])
         check.measure("saturation concurrency", concurrency, "requests", model=model)
         if health.observe(measurement, model=model, label=f"concurrency {concurrency}"):
             continue
         check.measure("throughput", round(measurement.stats.throughput_infer_s, 1), "infer/s", model=model)
         check.measure("p99 latency", measurement.stats.p99_ms, "ms", model=model)
+        check.measure("windows measured", len(measurement.windows), "windows", model=model)
+        check.evidence(f"{model}: window stability (evidence, not a gate)", measurement.stability_detail)
         server = measurement.server_model
         if not measurement.trustworthy or server is None or server.average_batch_size is None:
             why = (measurement.problem() or (measurement.server and measurement.server.mixed_servers)
                    or "the server statistics gave no batch size")
             untrusted.append(f"{model}: {why}")
             continue
-        batch = server.average_batch_size
-        check.measure("average batch size", round(batch, 2), "requests", model=model, threshold=min_batch,
-                      comparison=">", finding=f"{model}: batches stay at {batch:.2f} requests under saturation")
+        judged = measurement.judgement("average batch size")
+        batch = judged.value if judged.value is not None else server.average_batch_size
+        too_close = record_judgement(check, judged, model=model, threshold=min_batch, digits=2,
+                                     finding=f"{model}: batches stay at {batch:.2f} requests under saturation")
+        if too_close:
+            untrusted.append(too_close)
         check.measure("max_queue_delay_microseconds", prof.max_queue_delay_us, "us", model=model)
         preferred = prof.preferred_batch_sizes
         if far_from_preferred(batch, preferred, check.threshold("batching_preferred_fraction").value):

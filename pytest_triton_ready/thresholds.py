@@ -58,6 +58,7 @@ FRACTION = Range(0.0, 1.0, low_open=True)   # a share that must not be zero
 POSITIVE = Range(0.0, low_open=True)        # durations, timeouts, rates: > 0
 NON_NEGATIVE = Range(0.0)                   # limits where 0 means "none allowed" or "always"
 COUNT = Range(1.0, integer=True)            # how many (windows, requests, concurrency): >= 1
+CONFIDENCE = Range(0.5, 0.999)              # a confidence level: an interval that never closes is no rule
 COUNT_OR_ZERO = Range(0.0, integer=True)    # how many, where 0 means none (or: no cap)
 
 
@@ -137,7 +138,8 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "load_window_s": ThresholdSpec(2.0, "s", "length of one measurement window", POSITIVE),
     "load_stability_windows": ThresholdSpec(3, "windows", "how many last windows must agree for a measurement to be stable", COUNT),
     "load_stability_tolerance": ThresholdSpec(0.10, "ratio", "largest max/min spread of throughput and mean latency across those windows", NON_NEGATIVE),
-    "load_max_windows": ThresholdSpec(10, "windows", "windows measured at most before a measurement is declared unstable", COUNT),
+    "load_max_windows": ThresholdSpec(10, "windows", "windows measured at most (the window budget): a measurement stops earlier once its rules are decided, or once stable and valid when it judges none", COUNT),
+    "load_confidence": ThresholdSpec(0.95, "ratio", "confidence level of the intervals a rule is decided on: decided once the interval lies on one side of the threshold, else too close to call at the window budget", CONFIDENCE),
     "load_min_duration_s": ThresholdSpec(6.0, "s", "validity: shortest span of the reported windows", NON_NEGATIVE),
     "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows", COUNT),
     "load_request_timeout_s": ThresholdSpec(10.0, "s", "a load request still unanswered this long after it was sent counts as failed (timeout) at a window's end", POSITIVE),

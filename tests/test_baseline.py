@@ -141,12 +141,12 @@ def test_csv_has_one_row_per_measurement_and_curves_in_perf_analyzer_columns(tmp
         "Model,Concurrency,Inferences/Second,Client Send (us),Network+Server Send/Recv (us),Server Queue (us),"
         "Server Compute Input (us),Server Compute Infer (us),Server Compute Output (us),Client Recv (us),"
         "p50 latency (us),p90 latency (us),p95 latency (us),p99 latency (us),Avg latency (us),Success Rate (ratio),"
-        "Stable and Valid")
+        "Stable and Valid,Inferences/Second Low,Inferences/Second High,p99 latency Low (us),p99 latency High (us)")
     assert curves[1:] == [  # sorted by model, then concurrency; Client Send/Recv are never measured: empty
-        "accumulate,1,400.0,,550,120,20,800,10,,1250,1800,2100,2500,1500,1.0,yes",
-        "scale,1,400.0,,550,120,20,800,10,,1250,1800,2100,2500,1500,1.0,yes",
-        "scale,2,610.5,,,,,,,,1500,2000,2200,3000,1700,0.999,no",
-        "scale,4,700.0,,0,400,10,300,10,,4000,6000,7000,9000,500,1.0,yes"]
+        "accumulate,1,400.0,,550,120,20,800,10,,1250,1800,2100,2500,1500,1.0,yes,,,,",
+        "scale,1,400.0,,550,120,20,800,10,,1250,1800,2100,2500,1500,1.0,yes,,,,",
+        "scale,2,610.5,,,,,,,,1500,2000,2200,3000,1700,0.999,no,,,,",
+        "scale,4,700.0,,0,400,10,300,10,,4000,6000,7000,9000,500,1.0,yes,,,,"]
 
 
 def test_curves_csv_of_a_report_without_load_points_comes_from_the_measurements(tmp_path):

@@ -421,7 +421,9 @@ def test_curve_points_are_kept_in_a_schema_valid_document_and_read_back():
     assert kept[0] == {"model": "scale", "concurrency": 8, "throughput_infer_s": 1234.57, "p50_ms": 2.0, "p90_ms": 3.0,
                        "p95_ms": 3.5, "p99_ms": 4.5, "mean_ms": 2.25, "server_queue_us": 300.0,
                        "server_compute_input_us": 12.0, "server_compute_infer_us": 1400.3,
-                       "server_compute_output_us": None, "success_rate": 1.0, "trustworthy": True}
+                       "server_compute_output_us": None, "success_rate": 1.0, "trustworthy": True,
+                       "throughput_low": None, "throughput_high": None, "p99_low_ms": None, "p99_high_ms": None,
+                       "confidence": None}
     assert Result.from_dict(document["results"][0]).load_points == result.load_points
     broken = copy.deepcopy(document)
     broken["results"][0]["load_points"][1]["concurrency"] = 0

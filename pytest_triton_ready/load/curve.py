@@ -14,22 +14,28 @@ throughput within the latency budget, and what is wrong with the curve's shape.
 - Sweep stop: past saturation (two points in a row over budget without a 5% throughput gain).
 - Enough points: at least half of the points, and two, stable and valid; else no capacity.
 - Shape problems: throughput falling by more than `drop_tolerance` as concurrency rises before
-  the knee; p99 over the budget at a point whose throughput is still below the target load.
+  the knee, decidedly (against both points' confidence intervals, where measured); p99 over the
+  budget at a point whose throughput is still below the target load.
+- Within the budget: p99 at most the budget, and where the point has an interval, its top too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..report.model import LoadPoint
+from .confidence import Estimate, Interval, difference_interval, estimate
+from .rules import Rule, relative_rule, slo_rules
 
 
 @dataclass(frozen=True)
 class CurvePoint:
     """One point of a sweep. `server_us`: the server's time per request in each stage (queue,
-    compute_input, compute_infer, compute_output) over the same windows, when it was read."""
+    compute_input, compute_infer, compute_output) over the same windows, when it was read. The
+    intervals: the throughput's and the p99's confidence intervals over the point's windows (None:
+    not computed)."""
 
     concurrency: int
     throughput_infer_s: float
@@ -42,22 +48,50 @@ class CurvePoint:
     p95_ms: float | None = None
     mean_ms: float | None = None
     server_us: Mapping[str, float | None] | None = None
+    throughput_interval: Interval | None = None
+    p99_interval: Interval | None = None
 
     @classmethod
     def measured(cls, concurrency: int, measurement: Any) -> CurvePoint:
-        """The point a load engine Measurement (engine.py) gives at `concurrency`."""
+        """The point a load engine Measurement (engine.py) gives at `concurrency`; a judged
+        measurement's windows give the intervals too."""
         stats, server = measurement.stats, measurement.server_model
+        throughput_interval = p99_interval = None
+        if getattr(measurement, "judged", False):
+            level, shown = measurement.rules.look_level, measurement.rules.confidence
+            throughput_interval = _shown(estimate("throughput", measurement.windows, level, measurement.model), shown)
+            p99_interval = _shown(estimate("p99", measurement.windows, level, measurement.model), shown)
         return cls(concurrency, stats.throughput_infer_s, stats.p50_ms, stats.p99_ms, stats.success_rate,
                    measurement.trustworthy, measurement.problem(), stats.p("p90"), stats.p("p95"), stats.mean_ms,
-                   dict(server.stage_us) if server is not None else None)
+                   dict(server.stage_us) if server is not None else None, throughput_interval, p99_interval)
+
+    def throughput_estimate(self) -> Estimate:
+        """The point's throughput with its interval, for a rule that compares another point with it."""
+        return Estimate("throughput", self.throughput_infer_s, self.throughput_interval, 0)
+
+    def within_budget(self, budget_p99_ms: float) -> bool:
+        """p99 within the budget, decidedly where the point has an interval (its top within it)."""
+        if self.p99_ms is None or self.p99_ms > budget_p99_ms:
+            return False
+        return self.p99_interval is None or self.p99_interval.high <= budget_p99_ms
 
     def for_report(self, model: str) -> LoadPoint:
         """The point as the report keeps it (Result.load_points, curves.csv)."""
         stage = (self.server_us or {}).get
+        throughput, p99 = self.throughput_interval, self.p99_interval
         return LoadPoint(model, self.concurrency, round(self.throughput_infer_s, 2), self.p50_ms, self.p90_ms,
                          self.p95_ms, self.p99_ms, _rounded(self.mean_ms, 4), _rounded(stage("queue"), 1),
                          _rounded(stage("compute_input"), 1), _rounded(stage("compute_infer"), 1),
-                         _rounded(stage("compute_output"), 1), self.success_rate, self.trustworthy)
+                         _rounded(stage("compute_output"), 1), self.success_rate, self.trustworthy,
+                         _rounded(throughput.low if throughput else None, 2),
+                         _rounded(throughput.high if throughput else None, 2),
+                         _rounded(p99.low if p99 else None, 4), _rounded(p99.high if p99 else None, 4),
+                         throughput.level if throughput else (p99.level if p99 else None))
+
+
+def _shown(measured: Estimate, level: float) -> Interval | None:
+    """The interval labelled with the measurement's overall confidence (computed at one look's)."""
+    return replace(measured.interval, level=level) if measured.interval is not None else None
 
 
 def _rounded(value: float | None, digits: int) -> float | None:
@@ -115,6 +149,23 @@ class CapacitySearch:
         if pending:
             return pending[0]
         return self._beyond_rule(points, measured)
+
+    def point_rules(self, points: Sequence[CurvePoint], concurrency: int, drop_tolerance: float) -> list[Rule]:
+        """What the point at `concurrency` must decide before it stops: p99 within the budget or
+        not, the success rate, and against the nearest lower point measured, whether throughput
+        fell by more than `drop_tolerance` (only a decided fall matters) and, past the rule of
+        thumb where the search asks it, whether it still gains `min_gain`; each against both
+        points' noise."""
+        rules = slo_rules(self.budget_p99_ms, self.success_min)
+        below = [p for p in points if p.concurrency < concurrency and p.trustworthy]
+        if below:
+            previous = max(below, key=lambda p: p.concurrency).throughput_estimate()
+            rules.append(relative_rule("throughput against the previous point", "throughput", ">=", previous,
+                                       1 - drop_tolerance, "infer/s", failure_only=True))
+            if concurrency > self.rule_of_thumb:
+                rules.append(relative_rule("throughput gain", "throughput", ">=", previous, 1 + self.min_gain,
+                                           "infer/s"))
+        return rules
 
     def _beyond_rule(self, points: Sequence[CurvePoint], measured: set[int]) -> int | None:
         by_level = sorted(points, key=lambda p: p.concurrency)
@@ -192,9 +243,32 @@ def knee(points: Sequence[CurvePoint], knee_fraction: float) -> CurvePoint | Non
 
 
 def capacity(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: float) -> CurvePoint | None:
-    within = [p for p in points if p.trustworthy and p.p99_ms is not None and p.p99_ms <= budget_p99_ms
+    within = [p for p in points if p.trustworthy and p.within_budget(budget_p99_ms)
               and (p.success_rate or 0) >= success_min]
     return max(within, key=lambda p: p.throughput_infer_s) if within else None
+
+
+def falls(prev: CurvePoint, cur: CurvePoint, drop_tolerance: float) -> bool:
+    """Throughput falls by more than `drop_tolerance` from `prev` to `cur`: decidedly, against
+    both points' intervals, where they have them (a drop inside the noise is no fall)."""
+    if cur.throughput_interval is None or prev.throughput_interval is None:
+        return cur.throughput_infer_s < prev.throughput_infer_s * (1 - drop_tolerance)
+    gap = difference_interval(cur.throughput_infer_s, cur.throughput_interval, prev.throughput_infer_s,
+                              prev.throughput_interval, 1 - drop_tolerance)
+    return gap.high < 0
+
+
+def drops_inside_noise(points: Sequence[CurvePoint], drop_tolerance: float) -> list[str]:
+    """Falls larger than `drop_tolerance` by the values that the intervals do not confirm."""
+    usable = [p for p in points if p.trustworthy]
+    notes = []
+    for prev, cur in zip(usable, usable[1:], strict=False):
+        if cur.throughput_infer_s < prev.throughput_infer_s * (1 - drop_tolerance) and not falls(prev, cur, drop_tolerance):
+            notes.append(f"throughput {prev.throughput_infer_s:.0f} -> {cur.throughput_infer_s:.0f} infer/s from "
+                         f"concurrency {prev.concurrency} to {cur.concurrency} is inside the noise "
+                         f"({prev.throughput_interval.describe('infer/s', 4)} and "
+                         f"{cur.throughput_interval.describe('infer/s', 4)}): not judged a fall")
+    return notes
 
 
 def shape_problems(points: Sequence[CurvePoint], knee_point: CurvePoint | None, drop_tolerance: float,
@@ -204,7 +278,7 @@ def shape_problems(points: Sequence[CurvePoint], knee_point: CurvePoint | None, 
     if knee_point is not None:
         before = [p for p in usable if p.concurrency <= knee_point.concurrency]
         for prev, cur in zip(before, before[1:], strict=False):
-            if cur.throughput_infer_s < prev.throughput_infer_s * (1 - drop_tolerance):
+            if falls(prev, cur, drop_tolerance):
                 problems.append(
                     f"throughput falls from {prev.throughput_infer_s:.0f} to {cur.throughput_infer_s:.0f} infer/s "
                     f"as concurrency rises from {prev.concurrency} to {cur.concurrency}, before the knee "

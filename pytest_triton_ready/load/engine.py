@@ -8,18 +8,21 @@
 
     m = engine.measure("scale", concurrency=16)       # windowed, with stability and validity
     m.stats.throughput_infer_s, m.stable, m.valid, m.server.models["scale"].average_batch_size
+
+    m = engine.measure("scale", concurrency=16, judge=[Rule("p99 latency", "p99", "<=", 100.0, "ms")])
+    m.judgements[0].outcome                           # stops once every rule is decided (load/rules.py)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .background import BackgroundTraffic
 from .errors import dead_instances
 from .requests import DEFAULT_POOL_SIZE, RequestPool, build_pool
-from .rules import MeasureRules, stability, validity
+from .rules import UNDECIDED, Judgement, MeasureRules, Rule, decided_enough, judge_measurement, stability, validity
 from .senders import make_sender
 from .server_side import ModelWindow, ServerProbe, ServerWindow
 from .stats import Stats, Tally, merged
@@ -30,8 +33,11 @@ from .workers import auto_workers, run_in_workers
 
 @dataclass
 class Measurement:
-    """One load point measured by windows: the stats of the last windows (merged), whether the
-    run was stable and valid (and why), and the server's view of the same windows."""
+    """One load point measured by windows: the stats of the windows reported (merged), whether the
+    run was stable and valid (and why), and the server's view of the same windows.
+
+    Measured with rules to judge (`judged`), every window after warm-up is reported, each rule
+    carries its Judgement (value, interval, outcome), and stability is evidence, not a gate."""
 
     model: str
     mode: str
@@ -49,11 +55,22 @@ class Measurement:
     workers: int = 1
     traffic: TrafficResult | None = field(default=None, repr=False)
     cluster: dict[str, Any] | None = None  # Ray workers: address, nodes, clock offsets (load/ray_workers.py)
+    judgements: list[Judgement] = field(default_factory=list)
+    judged: bool = False
 
     @property
     def trustworthy(self) -> bool:
-        """Stable and valid: the only kind of measurement a check may pass on."""
-        return self.stable and self.valid
+        """Valid, and stable unless its rules were judged with confidence: the only kind of
+        measurement a latency or throughput rule may pass on."""
+        return self.valid and (self.stable or self.judged)
+
+    def judgement(self, name: str) -> Judgement | None:
+        """The judgement of the rule named `name`, if it was judged."""
+        return next((j for j in self.judgements if j.rule.name == name), None)
+
+    def too_close(self) -> list[str]:
+        """'too close to call: p99 latency 98.7 ms, 95% interval [...] ms, rule <= 100 ms' per undecided rule."""
+        return [f"too close to call: {j.describe()}" for j in self.judgements if j.outcome == UNDECIDED and not j.settled]
 
     @property
     def server_model(self) -> ModelWindow | None:
@@ -62,7 +79,7 @@ class Measurement:
     def problem(self) -> str | None:
         """Why this measurement cannot be trusted, or None."""
         problems = []
-        if not self.stable:
+        if not self.stable and not self.judged:
             problems.append(f"unstable ({self.stability_detail})")
         if not self.valid:
             problems.append(f"invalid ({self.validity_detail})")
@@ -75,6 +92,7 @@ class Measurement:
                 "validity": self.validity_detail, "rules": self.rules.describe(),
                 "server": self.server.to_dict() if self.server else None,
                 "windows": [w.to_dict() for w in self.windows],
+                **({"judgements": [j.to_dict() for j in self.judgements]} if self.judged else {}),
                 **({"cluster": self.cluster} if self.cluster is not None else {})}
 
 
@@ -178,9 +196,12 @@ class LoadEngine:
     def measure(self, model: str, *, concurrency: int | None = None, rate: float | None = None,
                 rules: MeasureRules | None = None, protocol: str = "grpc", batch_size: int = 1,
                 poisson: bool = False, server_stats: bool = True, workers: int | str = "auto",
-                stop_on_dead_instance: bool = True) -> Measurement:
+                stop_on_dead_instance: bool = True, judge: Sequence[Rule] | None = None) -> Measurement:
         """Measure one load point (closed loop at `concurrency`, or open loop at `rate`): warm-up,
         then windows until the last ones are stable and valid or `max_windows` is reached.
+        `judge`: rules to decide instead (load/rules.py): windows until every rule's interval at
+        `rules.confidence` lies on one side of its threshold on a valid measurement (or the success
+        rate is decidedly too low, whatever the validity), at most `max_windows`.
         `workers`: processes sharing the load ("auto": from the cores and the load, see workers.py).
         `stop_on_dead_instance`: end at the first window in which a request failed because a model
         instance died ("Stub process ... is not healthy"): numbers measured on a broken model mean
@@ -189,28 +210,24 @@ class LoadEngine:
             raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
         rules = rules or self.rules()
         pool = self.pool(model, batch_size)
+        judged = list(judge) if judge is not None else None
+        kept = rules.max_windows if judged is not None else rules.stability_windows
 
         def done(windows: list[Window]) -> bool:
-            if len(windows) >= rules.max_windows:
-                return True
-            if stop_on_dead_instance and windows and dead_instances(windows[-1].stats.errors):
-                return True
-            reported = windows[-rules.stability_windows:]
-            return (stability(windows, rules)[0]
-                    and validity(*_span(reported), rules)[0])
+            return measurement_done(windows, rules, judged, model, stop_on_dead_instance)
 
         if concurrency is not None:
             plan = TrafficPlan({model: pool}, "closed", concurrency={model: concurrency}, warmup_s=rules.warmup_s,
-                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows,
-                               request_timeout_s=self.request_timeout_s)
+                               window_s=rules.window_s, bin_s=None, keep_tallies=kept,
+                               keep_window_tallies=judged is not None, request_timeout_s=self.request_timeout_s)
         else:
             plan = TrafficPlan({model: pool}, "open", rates={model: rate}, poisson=poisson, warmup_s=rules.warmup_s,
-                               window_s=rules.window_s, bin_s=None, keep_tallies=rules.stability_windows,
-                               request_timeout_s=self.request_timeout_s)
+                               window_s=rules.window_s, bin_s=None, keep_tallies=kept,
+                               keep_window_tallies=judged is not None, request_timeout_s=self.request_timeout_s)
         cluster = getattr(self.settings, "triton_load_cluster", None)
         if cluster:  # workers on a Ray cluster (load/ray_workers.py); failures make the measurement INCOMPLETE
             return _measure_on_cluster(self, cluster, model, plan, rules, concurrency, rate, protocol, server_stats,
-                                      done)
+                                       done, judged)
         count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
         if count > 1:
             probe = self.probe_factory([model]) if server_stats and self.probe_factory else None
@@ -219,7 +236,23 @@ class LoadEngine:
             result = run_in_workers(plan, count, transport, probe, done)
         else:
             result = self.run(self._background(plan, protocol, server_stats, None, stop_when=done))
-        return measurement_from(model, result, rules, concurrency, rate, protocol, count)
+        return measurement_from(model, result, rules, concurrency, rate, protocol, count, judged)
+
+
+def measurement_done(windows: list[Window], rules: MeasureRules, judged: Sequence[Rule] | None = None,
+                     model: str | None = None, stop_on_dead_instance: bool = True) -> bool:
+    """Whether a measurement stops after `windows`: at the window budget (`max_windows`), at a
+    dead instance, once its `judged` rules are settled (rules.decided_enough), or without rules
+    once its last windows are stable and valid (perf_analyzer's stop)."""
+    if len(windows) >= rules.max_windows:
+        return True
+    if stop_on_dead_instance and windows and dead_instances(windows[-1].stats.errors):
+        return True
+    if judged is not None:
+        valid = validity(*_span(windows), rules)[0]
+        return decided_enough(judge_measurement(judged, windows, rules, model), valid)
+    reported = windows[-rules.stability_windows:]
+    return stability(windows, rules)[0] and validity(*_span(reported), rules)[0]
 
 
 def _request_timeout(settings: Any) -> float | None:
@@ -231,20 +264,25 @@ def _request_timeout(settings: Any) -> float | None:
 
 
 def measurement_from(model: str, result: TrafficResult, rules: MeasureRules, concurrency: int | None,
-                     rate: float | None, protocol: str, workers: int = 1) -> Measurement:
+                     rate: float | None, protocol: str, workers: int = 1,
+                     judged: Sequence[Rule] | None = None) -> Measurement:
+    """The Measurement of a run: the last `stability_windows` windows reported, or every window
+    with each of the `judged` rules decided on them."""
     windows = result.windows
-    reported = windows[-rules.stability_windows:]
+    count_reported = len(windows) if judged is not None else rules.stability_windows
+    reported = windows[-count_reported:] if windows else []
     duration, count = _span(reported)
-    stats = reported_stats(windows, result.recent_tallies, rules.stability_windows) or result.stats
+    stats = reported_stats(windows, result.recent_tallies, count_reported) or result.stats
     stable, stable_detail = stability(windows, rules)
     valid, valid_detail = validity(duration, count, rules)
+    judgements = judge_measurement(judged, windows, rules, model) if judged is not None else []
     return Measurement(model, result.mode, concurrency, rate, stats, windows, stable, stable_detail, valid,
                        valid_detail, rules, combine_server([w.server for w in reported if w.server]), protocol,
-                       workers, result)
+                       workers, result, judgements=judgements, judged=judged is not None)
 
 
 def reported_stats(windows: list[Window], recent_tallies: list[dict[str, Tally]], stability_windows: int) -> Stats | None:
-    """The stats of the last `stability_windows` windows, merged from their tallies and divided by
+    """The stats of the last `stability_windows` (the windows reported), merged from their tallies and divided by
     the duration of the same windows (fewer when fewer tallies were kept): requests and time always
     come from the same windows. None when no tally was kept."""
     n = min(stability_windows, len(recent_tallies), len(windows))
@@ -309,7 +347,7 @@ def _positive(values: dict[str, float], what: str) -> dict[str, float]:
 
 def _measure_on_cluster(engine: Any, address: str, model: str, plan: TrafficPlan, rules: Any,
                        concurrency: int | None, rate: float | None, protocol: str, server_stats: bool,
-                       stop_when: Callable[[list[Window]], bool]) -> Any:
+                       stop_when: Callable[[list[Window]], bool], judged: Sequence[Rule] | None = None) -> Any:
     """LoadEngine.measure with its workers on the cluster. A cluster that cannot be used, or a
     worker that died, gives a Measurement that is not valid (so INCOMPLETE in a check), with the
     one-line reason as its validity detail."""
@@ -326,6 +364,6 @@ def _measure_on_cluster(engine: Any, address: str, model: str, plan: TrafficPlan
         return Measurement(model, plan.mode, concurrency, rate, empty, [], False, "not measured", False,
                            f"load workers on Ray: {exc}", rules, None, protocol, len(info.workers),
                            cluster=info.to_dict())
-    measurement = measurement_from(model, result, rules, concurrency, rate, protocol, len(info.workers))
+    measurement = measurement_from(model, result, rules, concurrency, rate, protocol, len(info.workers), judged)
     measurement.cluster = info.to_dict()
     return measurement

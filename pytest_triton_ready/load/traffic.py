@@ -44,6 +44,9 @@ class Window:
     stats: Stats
     by_model: dict[str, Stats]
     server: ServerWindow | None = None
+    # The window's own tallies (histograms) by model, kept when the plan asks (`keep_window_tallies`):
+    # a measurement's confidence intervals come from them (load/confidence.py).
+    tallies: dict[str, Tally] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "start_s": round(self.start_s, 3), "end_s": round(self.end_s, 3),
@@ -85,6 +88,7 @@ class TrafficPlan:
     duration_s: float | None = None  # None: until stopped
     keep_windows: int = 10_000
     keep_tallies: int = 3  # the last windows' tallies kept for merging: at least the windows a measurement reports
+    keep_window_tallies: bool = False  # each Window keeps its tallies (for a measurement's intervals; not for soaks)
     seed: int | None = None
     # A request still unanswered this long after it was sent counts as failed ("timeout: ...") at the
     # next window's end or tick, and when the traffic stops; its answer, if one comes, is ignored.
@@ -371,7 +375,8 @@ class Traffic:
 
     async def _close_window(self, index: int, begin: float, end: float, tallies: dict[str, Tally]) -> None:
         stats, by_model = summarize(tallies, end - begin)
-        window = Window(index, begin, end, stats, by_model)
+        window = Window(index, begin, end, stats, by_model,
+                        tallies=tallies if self.plan.keep_window_tallies else None)
         if self.on_tallies is not None:
             self.on_tallies(window, tallies)
         if self.probe is not None:

@@ -222,7 +222,8 @@ class WindowAssembler:
         tallies = _merge_parts([p[2] for p in parts])
         begin, end = min(p[0] for p in parts), max(p[1] for p in parts)
         stats, by_model = summarize(tallies, end - begin)
-        window = Window(index, begin, end, stats, by_model)
+        window = Window(index, begin, end, stats, by_model,
+                        tallies=tallies if self.plan.keep_window_tallies else None)
         if self.probe is not None:
             snapshot = self.probe.snapshot()
             if "last" in self.snapshots:

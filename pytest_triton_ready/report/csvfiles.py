@@ -24,7 +24,8 @@ MEASUREMENT_COLUMNS = ("check_id", "phase", "check_verdict", "model", "name", "v
 CURVE_COLUMNS = ("Model", "Concurrency", "Inferences/Second", "Client Send (us)", "Network+Server Send/Recv (us)",
                  "Server Queue (us)", "Server Compute Input (us)", "Server Compute Infer (us)",
                  "Server Compute Output (us)", "Client Recv (us)", "p50 latency (us)", "p90 latency (us)",
-                 "p95 latency (us)", "p99 latency (us)", "Avg latency (us)", "Success Rate (ratio)", "Stable and Valid")
+                 "p95 latency (us)", "p99 latency (us)", "Avg latency (us)", "Success Rate (ratio)", "Stable and Valid",
+                 "Inferences/Second Low", "Inferences/Second High", "p99 latency Low (us)", "p99 latency High (us)")
 _SERVER_COLUMNS = {"Server Queue (us)": "server_queue_us", "Server Compute Input (us)": "server_compute_input_us",
                    "Server Compute Infer (us)": "server_compute_infer_us",
                    "Server Compute Output (us)": "server_compute_output_us"}
@@ -70,7 +71,11 @@ def load_point_row(point: dict[str, Any]) -> dict[str, Any]:
     row.update({"Model": point["model"], "Concurrency": point["concurrency"],
                 "Inferences/Second": _cell(point.get("throughput_infer_s")),
                 "Success Rate (ratio)": _cell(point.get("success_rate")),
-                "Stable and Valid": _cell(point.get("trustworthy"))})
+                "Stable and Valid": _cell(point.get("trustworthy")),
+                "Inferences/Second Low": _cell(point.get("throughput_low")),
+                "Inferences/Second High": _cell(point.get("throughput_high")),
+                "p99 latency Low (us)": _usec(point.get("p99_low_ms")),
+                "p99 latency High (us)": _usec(point.get("p99_high_ms"))})
     for column, key in _LATENCY_COLUMNS.items():
         row[column] = _usec(point.get(key))
     server = {column: point.get(key) for column, key in _SERVER_COLUMNS.items()}

@@ -109,7 +109,12 @@ class LoadPoint:
     server_compute_infer_us: float | None = None
     server_compute_output_us: float | None = None
     success_rate: float | None = None
-    trustworthy: bool = True  # stable and valid (docs/load-engine.md)
+    trustworthy: bool = True  # valid, and stable where no rule was judged with confidence (docs/load-engine.md)
+    throughput_low: float | None = None  # the throughput's confidence interval over the point's windows
+    throughput_high: float | None = None
+    p99_low_ms: float | None = None  # the p99's confidence interval
+    p99_high_ms: float | None = None
+    confidence: float | None = None  # the intervals' level (load_confidence)
 
 
 @dataclass

@@ -1,0 +1,215 @@
+"""Confidence intervals for the statistics a check judges, computed from a measurement's windows.
+
+- Rates and means (throughput, success rate, average batch size): batch means. Each window is
+  one batch; the interval is the windows' mean +- t(level, n-1) x s / sqrt(n), with Student's t
+  for the few windows a measurement has.
+- Percentiles: the hull of two intervals. The order-statistic interval over the merged
+  histogram (the ranks n*q +- z*sqrt(n*q*(1-q)), as MLPerf LoadGen's early stopping counts
+  them) holds for independent samples; requests of one window are not independent under load
+  (a stall slows many at once), so the batch-means interval of the windows' own percentiles
+  widens it where the windows disagree.
+
+An interval is None where it cannot be computed (fewer than two windows, nothing measured):
+a rule judged on it is undecided, never passed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist, fmean, stdev
+from typing import Any
+
+from .stats import LatencyHistogram
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A two-sided confidence interval at `level` (0.95: 95%)."""
+
+    low: float
+    high: float
+    level: float
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def hull(self, other: Interval | None) -> Interval:
+        if other is None:
+            return self
+        return Interval(min(self.low, other.low), max(self.high, other.high), self.level)
+
+    def describe(self, unit: str = "", digits: int = 3) -> str:
+        """'95% interval [94.1, 103.2] ms'."""
+        return (f"{self.level:.0%} interval [{_fmt(self.low, digits)}, {_fmt(self.high, digits)}]"
+                + (f" {unit}" if unit else ""))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"low": self.low, "high": self.high, "level": self.level}
+
+
+def _fmt(value: float, digits: int) -> str:
+    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
+
+
+def normal_quantile(level: float) -> float:
+    """z such that a standard normal lies within +-z with probability `level`."""
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def t_cdf(x: float, df: int) -> float:
+    """Student's t distribution function for a whole number of degrees of freedom (Abramowitz and
+    Stegun 26.7.3 and 26.7.4: a finite series in cos and sin of atan(x / sqrt(df)))."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    theta = math.atan2(x, math.sqrt(df))
+    c, s = math.cos(theta), math.sin(theta)
+    if df % 2:  # odd
+        total, term = 0.0, c
+        if df > 1:
+            total = term
+            for k in range(3, df - 1, 2):
+                term *= c * c * (k - 1) / k
+                total += term
+        a = (2 / math.pi) * (theta + s * total) if df > 1 else (2 / math.pi) * theta
+    else:
+        total, term = 1.0, 1.0
+        for k in range(2, df - 1, 2):
+            term *= c * c * (k - 1) / k
+            total += term
+        a = s * total
+    return 0.5 + a / 2
+
+
+def t_quantile(level: float, df: int) -> float:
+    """t such that Student's t with `df` degrees of freedom lies within +-t with probability `level`."""
+    target = 0.5 + level / 2
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < target:
+        high *= 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        if t_cdf(middle, df) < target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def batch_means(values: Sequence[float], level: float) -> Interval | None:
+    """The interval of the mean of per-window values (None with fewer than two windows)."""
+    values = [float(v) for v in values if v is not None]
+    if len(values) < 2:
+        return None
+    mean = fmean(values)
+    half = t_quantile(level, len(values) - 1) * stdev(values) / math.sqrt(len(values))
+    return Interval(mean - half, mean + half, level)
+
+
+def order_statistic_interval(histogram: LatencyHistogram, percentile: float, level: float) -> Interval | None:
+    """The interval of a percentile (ms) from the ranks around n*q in the merged histogram."""
+    n = histogram.count
+    if n < 2:
+        return None
+    q = percentile / 100.0
+    spread = normal_quantile(level) * math.sqrt(n * q * (1 - q))
+    low_rank = max(1, math.floor(n * q - spread))
+    high_rank = min(n, math.ceil(n * q + spread) + 1)
+    hist = histogram.hist
+    low = hist.get_value_at_percentile(100.0 * low_rank / n) / 1000.0
+    high = hist.get_value_at_percentile(100.0 * high_rank / n) / 1000.0
+    return Interval(low, max(low, high), level)
+
+
+def percentile_interval(histogram: LatencyHistogram, window_values: Sequence[float | None], percentile: float,
+                        level: float) -> Interval | None:
+    """Order-statistic interval over the merged histogram, widened by the windows' batch means."""
+    ordered = order_statistic_interval(histogram, percentile, level)
+    by_windows = batch_means([v for v in window_values if v is not None], level)
+    if ordered is None or by_windows is None:
+        return None
+    return ordered.hull(by_windows)
+
+
+def difference_interval(value: float, interval: Interval, reference: float, reference_interval: Interval | None,
+                        ratio: float = 1.0) -> Interval:
+    """The interval of value - ratio x reference, both measured with their own noise (half-widths
+    added in quadrature, each side apart)."""
+    ref_low = ratio * (reference - reference_interval.low) if reference_interval else 0.0
+    ref_high = ratio * (reference_interval.high - reference) if reference_interval else 0.0
+    centre = value - ratio * reference
+    below = math.hypot(value - interval.low, ref_high)
+    above = math.hypot(interval.high - value, ref_low)
+    return Interval(centre - below, centre + above, interval.level)
+
+
+def window_values(windows: Sequence[Any], model: str | None, read: Any) -> list[float]:
+    """`read(stats)` for every window's stats of `model` (all models when None), Nones left out."""
+    values = []
+    for window in windows:
+        stats = window.by_model.get(model) if model is not None and getattr(window, "by_model", None) else window.stats
+        value = read(stats) if stats is not None else None
+        if value is not None:
+            values.append(value)
+    return values
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic of a measurement: its value over all windows and its confidence interval
+    (None: not computable, e.g. fewer than two windows or nothing measured)."""
+
+    statistic: str
+    value: float | None
+    interval: Interval | None
+    windows: int
+
+
+def _merged_histogram(windows: Sequence[Any], model: str | None) -> LatencyHistogram | None:
+    histogram = LatencyHistogram()
+    for window in windows:
+        tallies = getattr(window, "tallies", None)
+        if tallies is None:
+            return None
+        for name, tally in tallies.items():
+            if model is None or name == model:
+                histogram.add(tally.histogram)
+    return histogram
+
+
+def estimate(statistic: str, windows: Sequence[Any], level: float, model: str | None = None) -> Estimate:
+    """`statistic` ('throughput', 'success rate', 'average batch size' or a percentile such as
+    'p99') over `windows`, each window one batch of the batch means."""
+    n = len(windows)
+    if statistic == "throughput":
+        ok = sum(s.count_ok for s in _stats(windows, model))
+        duration = sum(w.end_s - w.start_s for w in windows)
+        return Estimate(statistic, ok / duration if duration > 0 else None,
+                        batch_means(window_values(windows, model, lambda s: s.throughput_infer_s), level), n)
+    if statistic == "success rate":
+        stats = _stats(windows, model)
+        attempted = sum(s.attempted for s in stats)
+        return Estimate(statistic, sum(s.count_ok for s in stats) / attempted if attempted else None,
+                        batch_means(window_values(windows, model, lambda s: s.success_rate), level), n)
+    if statistic == "average batch size":
+        parts = [w.server.models.get(model) for w in windows if getattr(w, "server", None) is not None]
+        parts = [p for p in parts if p is not None and p.execution_count]
+        inferences, executions = sum(p.inference_count for p in parts), sum(p.execution_count for p in parts)
+        return Estimate(statistic, inferences / executions if executions else None,
+                        batch_means([p.average_batch_size for p in parts], level), len(parts))
+    if statistic.startswith("p"):
+        percentile = float(statistic[1:])
+        histogram = _merged_histogram(windows, model)
+        if histogram is None or not histogram.count:
+            return Estimate(statistic, None, None, n)
+        return Estimate(statistic, histogram.percentile_ms(percentile),
+                        percentile_interval(histogram, window_values(windows, model, lambda s: s.p(statistic)),
+                                            percentile, level), n)
+    raise ValueError(f"unknown statistic {statistic!r}")
+
+
+def _stats(windows: Sequence[Any], model: str | None) -> list[Any]:
+    if model is None:
+        return [w.stats for w in windows]
+    return [w.by_model[model] for w in windows if model in w.by_model]

@@ -1,0 +1,45 @@
+"""A rule decided with confidence, recorded on a check: the value measured against its threshold
+when decided, the value alone when too close to call, and its margin (value, interval, threshold)
+as evidence either way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .rules import FAIL, PASS, UNDECIDED, UNMEASURED, Judgement
+
+
+def record_judgement(check: Any, judgement: Judgement, *, model: str | None = None, threshold: Any = None,
+                     finding: str | None = None, rule: str | None = None, digits: int | None = None) -> str | None:
+    """Record `judgement` on `check`. Decided: measured against its threshold (a failure adds
+    `finding`); too close to call: measured without one, and the sentence that makes the check
+    INCOMPLETE is returned. `threshold`: the named ThresholdValue the rule came from (kept as the
+    measurement's source), else the rule's own number."""
+    name, unit = judgement.rule.name, judgement.rule.unit
+    value = judgement.value
+    shown = round(value, digits) if value is not None and digits is not None else value
+    where = f"{model}: " if model else ""
+    check.evidence(f"{where}{name}: margin", f"{judgement.describe()}: {judgement.outcome}" + _margin(judgement))
+    if judgement.outcome in (PASS, FAIL, UNMEASURED):
+        limit = threshold if threshold is not None else judgement.rule.threshold
+        check.measure(name, shown, unit, model=model, threshold=limit, comparison=judgement.rule.comparison,
+                      finding=finding, rule=rule)
+        if judgement.outcome == FAIL and value is not None and not _misses(value, judgement):
+            # the interval lies wholly on the failing side while the rounded value does not
+            check.finding(finding or f"{where}{judgement.describe()}", rule=rule, model=model, value=value)
+        return None
+    check.measure(name, shown, unit, model=model)
+    return f"{where}{UNDECIDED}: {judgement.describe()}"
+
+
+def _misses(value: float, judgement: Judgement) -> bool:
+    limit, comparison = judgement.rule.threshold, judgement.rule.comparison
+    return {"<=": value > limit, "<": value >= limit, ">=": value < limit, ">": value <= limit}[comparison]
+
+
+def _margin(judgement: Judgement) -> str:
+    margin = judgement.margin
+    if margin is None or judgement.rule.reference is not None:
+        return ""
+    unit = f" {judgement.rule.unit}" if judgement.rule.unit else ""
+    return f" (margin {margin:+.4g}{unit})"

@@ -1,0 +1,240 @@
+"""Rules decided with confidence, on recorded windows (no server): intervals, too close to call,
+early decisions, success before validity, and the curve's falls judged against the noise."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_triton_ready.load.confidence import (
+    Interval,
+    batch_means,
+    estimate,
+    order_statistic_interval,
+    t_quantile,
+)
+from pytest_triton_ready.load.curve import CurvePoint, capacity, drops_inside_noise, falls, shape_problems
+from pytest_triton_ready.load.engine import measurement_done, measurement_from
+from pytest_triton_ready.load.judged import record_judgement
+from pytest_triton_ready.load.rules import (
+    FAIL,
+    PASS,
+    UNDECIDED,
+    MeasureRules,
+    Rule,
+    decided_enough,
+    judge_measurement,
+    relative_rule,
+    stability,
+)
+from pytest_triton_ready.load.stats import LatencyHistogram, Tally
+from pytest_triton_ready.load.traffic import TrafficResult, Window
+from pytest_triton_ready.recorder import CheckRecorder
+from pytest_triton_ready.report.model import Result
+from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
+
+P99_RULE = Rule("p99 latency", "p99", "<=", 100.0, "ms")
+SUCCESS_RULE = Rule("success rate", "success rate", ">=", 0.999, "ratio", needs_validity=False)
+RULES = MeasureRules()  # 2 s windows, valid from 6 s and 200 requests, at most 10 windows, 95%
+
+
+def recorded_windows(p99_ms: float, count: int, per_window: int = 600, spread: float = 0.0, errors: int = 0,
+                     seed: int = 7, window_s: float = 2.0) -> list[Window]:
+    """Windows of model "m" as the engine records them: each window's latencies drawn around a
+    distribution whose p99 is `p99_ms` (uniform over [0.2, 1.0] x its top), scaled per window by up to
+    +-`spread` (a busy machine's window-to-window noise), with `errors` failed requests per window."""
+    rng = random.Random(seed)
+    top_s = p99_ms / 1000.0 / (0.2 + 0.8 * 0.99)
+    windows = []
+    for i in range(count):
+        scale = 1.0 + rng.uniform(-spread, spread)
+        tally = Tally(started=i * window_s, ended=(i + 1) * window_s)
+        for _ in range(per_window):
+            tally.ok(top_s * scale * rng.uniform(0.2, 1.0))
+        for _ in range(errors):
+            tally.error("StatusCode.INTERNAL: model raised")
+        stats = tally.summary(window_s)
+        windows.append(Window(i, i * window_s, (i + 1) * window_s, stats, {"m": stats}, tallies={"m": tally}))
+    return windows
+
+
+def stopping_point(windows: list[Window], judged: list[Rule], rules: MeasureRules = RULES) -> int:
+    """How many windows the engine measures before it stops, fed one recorded window at a time."""
+    for n in range(1, len(windows) + 1):
+        if measurement_done(windows[:n], rules, judged, "m"):
+            return n
+    return len(windows)
+
+
+def _check() -> CheckRecorder:
+    settings = type("S", (), {"threshold": staticmethod(lambda name: ThresholdValue(
+        name, THRESHOLDS[name].default, THRESHOLDS[name].unit, "default"))})()
+    return CheckRecorder(Result("PERF-1", "performance", "t", "checks/test_performance.py::t"), settings)
+
+
+# -- intervals ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("level", "df", "expected"), [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 9, 2.262),
+                                                       (0.99, 4, 4.604), (0.90, 30, 1.697)])
+def test_student_t_quantiles_match_the_table(level, df, expected):
+    assert t_quantile(level, df) == pytest.approx(expected, abs=1e-3)
+
+
+def test_batch_means_need_two_windows_and_centre_on_their_mean():
+    assert batch_means([5.0], 0.95) is None
+    interval = batch_means([9.0, 10.0, 11.0], 0.95)
+    assert interval.low < 10.0 < interval.high
+    assert interval.high - 10.0 == pytest.approx(4.303 * 1.0 / 3 ** 0.5, rel=1e-3)
+    assert batch_means([1.0, 1.0, 1.0], 0.95) == Interval(1.0, 1.0, 0.95)
+
+
+def test_the_order_statistic_interval_brackets_the_percentile_and_narrows_with_more_samples():
+    small, large = LatencyHistogram(), LatencyHistogram()
+    for i in range(1, 1001):
+        small.record_s(i / 1e5)  # 0.01 .. 10 ms, uniform
+    for i in range(1, 100_001):
+        large.record_s(i / 1e7)
+    narrow, wide = order_statistic_interval(large, 99.0, 0.95), order_statistic_interval(small, 99.0, 0.95)
+    assert wide.low <= 9.9 <= wide.high and narrow.low <= 9.9 <= narrow.high
+    assert narrow.high - narrow.low < (wide.high - wide.low) / 5
+
+
+# -- rules decided with confidence -----------------------------------------------------------------
+def test_a_threshold_inside_the_noise_ends_too_close_to_call_with_its_interval():
+    windows = recorded_windows(p99_ms=100.0, count=10, spread=0.05)
+    assert stopping_point(windows, [P99_RULE]) == 10  # measured to the window budget, undecided
+    (p99,) = judge_measurement([P99_RULE], windows, RULES, "m")
+    assert p99.outcome == UNDECIDED
+    assert p99.estimate.interval.low < 100.0 < p99.estimate.interval.high
+    check = _check()
+    reason = record_judgement(check, p99, model="m")
+    assert reason.startswith("m: too close to call: p99 latency 101.2 ms, 95% interval [")
+    assert "95% interval [" in reason and "ms, rule <= 100 ms" in reason
+    assert not check.errors  # neither passed nor failed on the point value
+    assert check.result.measurements[-1].threshold is None
+
+
+def test_a_clear_pass_decides_on_the_first_valid_windows():
+    windows = recorded_windows(p99_ms=4.0, count=10, spread=0.3)  # mean latency spread 13.7%: unstable
+    assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 3  # 6 s: the validity minimum
+    measured = measurement_from("m", _result(windows[:3]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
+    assert not measured.stable and measured.trustworthy and measured.problem() is None
+    assert [j.outcome for j in measured.judgements] == [PASS, PASS]
+    assert measured.judgement("p99 latency").margin == pytest.approx(96.0, abs=0.5)
+    assert measured.stats.count_ok == 1800  # every window reported, not the last three only by chance
+
+
+def test_a_clear_fail_decides_early_too():
+    windows = recorded_windows(p99_ms=150.0, count=10, spread=0.05)
+    assert stopping_point(windows, [P99_RULE]) == 3
+    check = _check()
+    (p99,) = judge_measurement([P99_RULE], windows[:3], RULES, "m")
+    assert p99.outcome == FAIL
+    assert record_judgement(check, p99, model="m", finding="m: p99 over budget") is None
+    assert [f.message for f in check.errors] == ["m: p99 over budget"]
+    assert [e.text for e in check.result.evidence] == [
+        "p99 latency 145.7 ms, 95% interval [132, 158.1] ms, rule <= 100 ms: fail (margin -45.66 ms)"]
+
+
+def test_without_rules_the_engine_keeps_perf_analyzers_stop():
+    steady = recorded_windows(p99_ms=4.0, count=10, spread=0.0)
+    noisy = recorded_windows(p99_ms=4.0, count=10, spread=0.3)
+    assert stopping_point(steady, None) == 3
+    stop = stopping_point(noisy, None)
+    assert stop > 3 and stability(noisy[:stop], RULES)[0]
+
+
+# -- success before validity ----------------------------------------------------------------------
+def test_a_model_failing_every_request_fails_on_its_success_rate_whatever_the_validity():
+    windows = recorded_windows(p99_ms=4.0, count=10, per_window=0, errors=400)
+    assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 2  # no need to wait for validity
+    measured = measurement_from("m", _result(windows[:2]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
+    assert not measured.valid  # 0 requests < 200, 4 s < 6 s
+    success = measured.judgement("success rate")
+    assert (success.outcome, success.value) == (FAIL, 0.0)
+    check = _check()
+    record_judgement(check, success, model="m", threshold=0.999, finding="m: success rate 0.00% is below 0.999")
+    assert [f.message for f in check.errors] == ["m: success rate 0.00% is below 0.999"]
+    assert decided_enough(measured.judgements, valid=False)
+
+
+def test_a_few_errors_keep_the_success_rate_open_until_it_is_decided():
+    clean = recorded_windows(p99_ms=4.0, count=10)
+    some = recorded_windows(p99_ms=4.0, count=10, errors=1, seed=3)
+    many = recorded_windows(p99_ms=4.0, count=10, errors=60, seed=3)
+    assert judge_measurement([SUCCESS_RULE], clean[:3], RULES, "m")[0].outcome == PASS
+    assert judge_measurement([SUCCESS_RULE], many[:3], RULES, "m")[0].outcome == FAIL
+    assert judge_measurement([SUCCESS_RULE], some, RULES, "m")[0].outcome == FAIL  # 1 in 601 is 99.83%, every window
+
+
+# -- the curve: falls judged against the noise ----------------------------------------------------
+def _point(concurrency, throughput, half_width, p99=5.0, p99_interval=None):
+    return CurvePoint(concurrency, throughput, 1.0, p99, 1.0, True,
+                      throughput_interval=Interval(throughput - half_width, throughput + half_width, 0.95),
+                      p99_interval=p99_interval)
+
+
+def test_a_throughput_drop_inside_the_intervals_is_not_a_fall_before_the_knee():
+    """The false failure of a busy machine: 3805 -> 3269 infer/s from concurrency 2 to 4."""
+    points = [_point(1, 2000, 150), _point(2, 3805, 400), _point(4, 3269, 380), _point(8, 3900, 300)]
+    knee = points[-1]
+    assert not falls(points[1], points[2], 0.10)
+    assert shape_problems(points, knee, 0.10, 100.0, None) == []
+    (note,) = drops_inside_noise(points, 0.10)
+    assert "3805 -> 3269" in note and "inside the noise" in note
+
+
+def test_a_throughput_drop_beyond_the_intervals_is_still_a_fall():
+    points = [_point(1, 2000, 50), _point(2, 3805, 40), _point(4, 3269, 40), _point(8, 3900, 40)]
+    assert falls(points[1], points[2], 0.10)
+    (problem,) = shape_problems(points, points[-1], 0.10, 100.0, None)
+    assert "falls from 3805 to 3269" in problem
+
+
+def test_a_point_whose_p99_interval_reaches_past_the_budget_is_not_the_capacity():
+    inside = _point(2, 3000, 50, p99=40.0, p99_interval=Interval(35.0, 45.0, 0.95))
+    close = _point(4, 3500, 50, p99=98.0, p99_interval=Interval(94.0, 103.0, 0.95))
+    assert capacity([inside, close], 50.0, 0.999) is inside
+    assert capacity([inside, close], 100.0, 0.999) is inside  # too close to call is not within SLO
+
+
+def test_a_curve_point_decides_its_fall_question_against_the_previous_point_and_its_noise():
+    previous = recorded_windows(p99_ms=4.0, count=3, seed=1)
+    same = recorded_windows(p99_ms=4.0, count=10, seed=2)
+    reference = estimate("throughput", previous, 0.95, "m")
+    fall = relative_rule("throughput against the previous point", "throughput", ">=", reference, 0.9,
+                         "infer/s", failure_only=True)
+    assert stopping_point(same, [fall]) == 3  # no fall by the value: nothing to confirm
+    halved = [Window(w.index, w.start_s, w.start_s + 4.0, w.stats, w.by_model, tallies=w.tallies) for w in same]
+    halved = [Window(w.index, w.start_s, w.end_s, _rescaled(w, 0.5), {"m": _rescaled(w, 0.5)}, tallies=w.tallies)
+              for w in same]
+    (judged,) = judge_measurement([fall], halved[:3], RULES, "m")
+    assert judged.outcome == FAIL
+
+
+def _rescaled(window, factor):
+    stats = window.stats
+    return type(stats)(**{**stats.__dict__, "throughput_infer_s": stats.throughput_infer_s * factor,
+                          "count_ok": int(stats.count_ok * factor)})
+
+
+def _result(windows):
+    last = windows[-1]
+    return TrafficResult(last.stats, {"m": last.stats}, windows, None, [w.tallies for w in windows], "closed", 0.0,
+                         last.end_s)
+
+
+def test_a_curve_point_asks_the_searchs_questions_and_the_gain_only_past_the_rule_of_thumb():
+    from pytest_triton_ready.load.curve import CapacitySearch
+
+    search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=100.0, success_min=0.999)  # rule: 4
+    first = search.point_rules([], 1, 0.10)
+    assert [r.name for r in first] == ["p99 latency", "success rate"]
+    assert not first[1].needs_validity and first[0].needs_validity
+    points = [_point(1, 1000, 50), _point(2, 1800, 60), _point(4, 2000, 60)]
+    within = search.point_rules(points, 4, 0.10)
+    assert [r.name for r in within] == ["p99 latency", "success rate", "throughput against the previous point"]
+    assert within[2].failure_only and within[2].threshold == pytest.approx(0.9 * 1800)
+    beyond = search.point_rules(points, 8, 0.10)
+    assert beyond[-1].name == "throughput gain" and beyond[-1].threshold == pytest.approx(1.05 * 2000)
+    assert beyond[-1].reference.interval == points[2].throughput_interval
