@@ -163,6 +163,9 @@ def test_target_load_from_min_throughput_runs_open_loop(run_checklist):
     assert m["offered load (Poisson)"]["value"] == 100
     assert m["achieved / offered throughput"]["passed"] is True
     assert 0.8 <= m["throughput"]["value"] / 100 <= 1.2
+    judged = m["throughput vs min_throughput"]  # 100 - 3 sqrt(100 / 3 s) = 82.7 infer/s
+    assert judged["passed"] is True and judged["comparison"] == ">=" and 80 < judged["threshold"] < 90
+    assert m["backlog (in flight beyond rate x mean latency)"]["value"] is not None
 
 
 def test_cfg2_not_applicable_without_a_batching_model(run_checklist):
