@@ -158,7 +158,7 @@ def test_target_load_from_min_throughput_runs_open_loop(run_checklist):
                                                      "--triton-slo-min-throughput=100", *SHORT,
                                                      "--triton-threshold=load_window_s=1.0", "-k", "benchmark"))
     perf1 = run.result("test_benchmark_meets_slo_at_target_load")
-    assert perf1["verdict"] == "pass", perf1
+    assert perf1["verdict"] == "pass", (perf1["reason"], perf1["findings"], perf1["measurements"])
     m = _measures(perf1, "scale")
     assert m["offered load (Poisson)"]["value"] == 100
     assert m["achieved / offered throughput"]["passed"] is True

@@ -254,6 +254,33 @@ def test_a_deployment_of_only_streaming_models_ends_ready(run_checklist, pyteste
         assert props.get(name, "").split()[-1] in ("ms", "tokens/s"), (name, props.get(name))
 
 
+def test_perf5_measures_streaming_noise_and_fails_a_token_capacity_drop(run_checklist, tmp_path):
+    """PERF-5 on a decoupled model: it streams at PERF-2's best concurrency three times, records the
+    repeat-to-repeat spread as the model's noise, and a baseline with twice the token capacity is a
+    regression (the mean of this run's two measurements shows it)."""
+    args = (*_own_server("generate"), "-k", "tokens_and_ttft_curve or regression")
+    first = run_checklist("test_streaming.py", "test_regression.py", url=None, args=args)
+    assert first.result("test_no_regression_against_baseline")["verdict"] == "incomplete"  # no baseline yet
+    document = json.loads(json.dumps(first.report))
+    for result in document["results"]:
+        for m in result["measurements"]:
+            if result["check_id"] == "PERF-2" and m["name"] == "max output tokens/s within TTFT SLO":
+                m["value"] = round(m["value"] * 2.0, 1)
+    document["verdict"] = "READY"
+    doctored = tmp_path / "doctored.json"
+    doctored.write_text(json.dumps(document))
+    worse = run_checklist("test_streaming.py", "test_regression.py", url=None,
+                          args=(*args, f"--triton-baseline={doctored}"))
+    perf5 = worse.result("test_no_regression_against_baseline")
+    measured = _measures(perf5, "generate")
+    assert measured["streaming noise measured at concurrency"]["value"] >= 1
+    assert measured["noise: output tokens/s repeat spread (relative standard error)"]["value"] >= 0
+    assert perf5["verdict"] == "fail", json.dumps(perf5, indent=1)[:3000]
+    [drop] = [f["message"] for f in perf5["findings"] if f["severity"] == "error"
+              and "output tokens/s within TTFT SLO" in f["message"]]
+    assert "on a repeat" in drop and "for their mean" in drop, drop
+
+
 def test_deployment_without_decoupled_models_is_not_applicable(run_checklist):
     run = run_checklist("test_streaming.py", args=("-k", "final_flag or slo_at_target"))
     for name in ("test_streaming_answers_end_with_final_flag", "test_streaming_slo_at_target_load"):
