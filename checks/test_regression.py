@@ -6,7 +6,9 @@ numbers (what PERF-1..4 recorded earlier in the run) and measures the window-to-
 model's capacity point, which decides whether a difference is a change or the runs' own noise. A
 regression of capacity or of p50/p99 is measured again before it fails the check: the noise
 measurement is a second measurement of capacity at the same concurrency, and p50/p99 are measured
-once more at PERF-1's target load (`perf.target`).
+once more at PERF-1's target load (`perf.target`). A decoupled (streaming) model has no windows:
+its noise is the spread of STREAMING_REPEATS streaming measurements at PERF-2's best concurrency
+(`perf.streaming_capacity`), whose mean tokens/s is also the repeat of its token capacity.
 """
 
 import hashlib
@@ -30,7 +32,8 @@ from pytest_triton_ready.baseline import (
     reconsider,
 )
 from pytest_triton_ready.baseline.keynumbers import CONFIG_DIGEST, NOISE_NAMES
-from pytest_triton_ready.models import ready_models
+from pytest_triton_ready.load.streaming_rules import measurement_problem, streaming_slo
+from pytest_triton_ready.models import ready_decoupled_models, ready_models
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -68,6 +71,40 @@ def _repeat_at_target(load, check, model, target):
     return {"p50": measurement.stats.p50_ms, "p99": measurement.stats.p99_ms}
 
 
+STREAMING_REPEATS = 3
+
+
+def _streaming_noise(triton, check, model, fact):
+    """({noise kind: relative standard error}, {key: repeat value}) from STREAMING_REPEATS streaming
+    measurements of `model` at the concurrency of PERF-2's best point; a repeat counts for the
+    token capacity only when every measurement is valid and its mean TTFT p99 within the SLO."""
+    from pytest_triton_ready.load.streaming import StreamingLoad, StreamingPlan
+
+    client = triton.client
+    plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))
+    concurrency = int(fact.get("concurrency") or check.threshold("streaming_concurrency").value)
+    check.measure("streaming noise measured at concurrency", concurrency, "streams", model=model)
+    runs = [StreamingLoad(triton.endpoints.grpc_url, plan, headers=triton.settings.headers, concurrency=concurrency,
+                          duration_s=check.threshold("streaming_curve_point_s").value, warmup_s=0.5,
+                          max_tokens=int(check.threshold("streaming_max_tokens").value),
+                          deadline_s=check.threshold("streaming_final_deadline_s").value).run().stats
+            for _ in range(STREAMING_REPEATS)]
+    noise = {"streaming_tokens": _relative_standard_error([s.output_tokens_per_s for s in runs]),
+             "streaming_ttft": _relative_standard_error([s.ttft_ms["p99"] for s in runs]),
+             "streaming_itl": _relative_standard_error([s.itl_ms["p99"] for s in runs])}
+    problems = [p for s in runs if (p := measurement_problem(
+        s.completed, s.success_rate, len(s.stuck), success_min=check.threshold("success_rate_min").value,
+        min_requests=int(check.threshold("streaming_min_requests").value)))]
+    ttft = [s.ttft_ms["p99"] for s in runs if s.ttft_ms["p99"] is not None]
+    budget = streaming_slo(triton.settings, model)["ttft_p99_ms"].value
+    if problems or not ttft or statistics.fmean(ttft) > budget:
+        check.finding(f"{model}: the streaming repeats do not stand for the token capacity ("
+                      + ("; ".join(problems) if problems else f"mean TTFT p99 above the {budget:g} ms SLO") + ")",
+                      severity="warning", model=model)
+        return noise, {}
+    return noise, {"tokens_capacity": statistics.fmean(s.output_tokens_per_s for s in runs)}
+
+
 def _config_digest(config):
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -77,8 +114,9 @@ def test_no_regression_against_baseline(triton, load, check, triton_run, triton_
     """Against a baseline run, no model loses more than regression_capacity_drop_max of its capacity,
     p50/p99 at the target load rise no more than their regression thresholds, and soak drift, memory
     slopes, recovery times and error rates do not grow beyond theirs; a difference within the two
-    runs' window-to-window noise is reported as noise, not as a regression, and a capacity or latency
-    regression that a repeat measurement in this run does not show is reported as not reproduced."""
+    runs' noise band (capped at each rule's threshold) is reported beside each change, and a capacity
+    or latency regression is cleared (not reproduced) only when the mean of this run's two
+    measurements is within the rule."""
     if triton_settings.triton_baseline is None:
         check.incomplete("no baseline given: --triton-baseline=PATH (a previous readiness.json or a directory of "
                          "runs); waive PERF-5 under gate.waivers for a first run")
@@ -103,6 +141,14 @@ def test_no_regression_against_baseline(triton, load, check, triton_run, triton_
         budget = (capacities.get(model) or {}).get("slo_p99_ms")
         if measurement.trustworthy and (budget is None or measurement.stats.p99_ms <= budget):
             repeats[model] = {"capacity": measurement.stats.throughput_infer_s}  # still within SLO there
+        for kind, value in noise[model].items():
+            if value is not None:
+                check.measure(NOISE_NAMES[kind], round(value, 5), "ratio", model=model)
+    streaming_capacity = triton_facts.get("perf.streaming_capacity", {})
+    for model in ready_decoupled_models(triton):
+        digests[model] = _config_digest(triton.client.model_config(model))
+        check.measure(CONFIG_DIGEST, digests[model], model=model)
+        noise[model], repeats[model] = _streaming_noise(triton, check, model, streaming_capacity.get(model) or {})
         for kind, value in noise[model].items():
             if value is not None:
                 check.measure(NOISE_NAMES[kind], round(value, 5), "ratio", model=model)

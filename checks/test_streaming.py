@@ -11,7 +11,8 @@ CFG-1: every answer ends with a final flag. PERF-1: TTFT, ITL and tokens/s at th
 meet the SLO. PERF-2: tokens/s and TTFT against concurrency. PERF-3: a soak of streams where every
 request gets its final response within a deadline and server memory stays flat. PERF-4: cancelling
 streams mid-generation leaves every instance serving; SIGTERM under streams ends them cleanly.
-MON-1: the server's first-response histogram agrees with the client's TTFT.
+MON-1: the server's request counter counts the streamed requests, and its first-response histogram
+(where the release has one) agrees with the client's TTFT.
 A deployment without decoupled models gets NOT APPLICABLE for each.
 """
 
@@ -36,13 +37,16 @@ from pytest_triton_ready.load.streaming import (
 )
 from pytest_triton_ready.load.streaming_rules import (
     FIRST_RESPONSE_FAMILIES,
+    SUCCESS_COUNTER,
     CurvePoint,
     bucket_delta,
     capacity_is_lower_bound,
+    enough_valid,
     fitted_growth,
     histogram_buckets,
     histogram_quantile,
     judge_curve,
+    server_counted_requests,
     streaming_slo,
 )
 from pytest_triton_ready.models import instance_count, ready_decoupled_models
@@ -131,9 +135,13 @@ def test_streaming_answers_end_with_final_flag(triton, check):
 # -- MON-1 --------------------------------------------------------------------------------------------
 @pytest.mark.triton_check("MON-1")
 def test_streaming_first_response_histogram_matches_ttft(triton, triton_metrics, check):
-    """Where the server exports a first-response histogram for a decoupled model (Triton 2.52+
-    with histogram latencies, vLLM's `vllm:time_to_first_token_seconds`), its median over a short
-    load agrees with the client's TTFT median within `streaming_ttft_agreement_ms`."""
+    """Over a short streamed load, the server's success counter (nv_inference_request_success) of
+    each decoupled model counts at least every request the client completed (the metrics see the
+    streamed traffic), and where the server exports a first-response histogram (Triton 2.52+ with
+    histogram latencies, vLLM's `vllm:time_to_first_token_seconds`) its median agrees with the
+    client's TTFT median within `streaming_ttft_agreement_ms`. Where no histogram exists, the
+    caveat says that TTFT agreement was not judged and what it needs; a counter the endpoint does
+    not export makes the check INCOMPLETE naming it."""
     models = _streaming_models(triton, check)
     version = triton.client.server_metadata().get("version", "?")
     agreement = check.threshold("streaming_ttft_agreement_ms")
@@ -144,7 +152,20 @@ def test_streaming_first_response_histogram_matches_ttft(triton, triton_metrics,
         result = _load(triton, plan, check, concurrency=2, duration_s=2.0).run()
         after = triton_metrics()
         client_p50 = result.stats.ttft_ms["p50"]
+        completed = result.stats.completed
         check.measure("client TTFT p50", client_p50, "ms", model=model)
+        check.measure("requests the client completed", completed, "requests", model=model, threshold=1,
+                      comparison=">=", finding=f"{model}: no streamed request completed during the probe")
+        counted = server_counted_requests(before, after, model)
+        check.measure(f"server {SUCCESS_COUNTER} rise", counted, "requests", model=model, threshold=completed,
+                      comparison=">=",
+                      finding=f"{model}: {SUCCESS_COUNTER} rose by {counted:.0f} while the client completed "
+                              f"{completed} streamed requests: the metrics miss streamed traffic (or the URL "
+                              "spreads requests over servers whose metrics are not read)" if counted is not None
+                      else None)
+        if counted is None:
+            check.evidence(f"{model}: missing series", f"the metrics endpoint exports no {SUCCESS_COUNTER} "
+                           f"series with model=\"{model}\"")
         for family, scale, label, source in FIRST_RESPONSE_FAMILIES:
             buckets = bucket_delta(histogram_buckets(before, family, label, model),
                                    histogram_buckets(after, family, label, model))
@@ -154,22 +175,19 @@ def test_streaming_first_response_histogram_matches_ttft(triton, triton_metrics,
             compared += 1
             server_ms = server_p50 * scale
             check.measure(f"server first response p50 ({family})", round(server_ms, 3), "ms", model=model)
-            if client_p50 is not None:
-                check.measure("TTFT gap, client - server", round(abs(client_p50 - server_ms), 3), "ms", model=model,
-                              threshold=agreement,
-                              finding=f"{model}: {source} puts the first response at {server_ms:.1f} ms (median), "
-                                      f"the client measured {client_p50:.1f} ms: one of the two is not measuring TTFT")
+            check.measure("TTFT gap, client - server", round(abs(client_p50 - server_ms), 3) if client_p50 is not None
+                          else None, "ms", model=model, threshold=agreement,
+                          finding=f"{model}: {source} puts the first response at {server_ms:.1f} ms (median), "
+                                  f"the client measured {client_p50} ms: one of the two is not measuring TTFT")
         families = sorted({n.split("_bucket")[0] for n in after.names
                            if n.startswith(("nv_trt_llm_", "vllm:"))})
         if families:
             check.evidence(f"{model}: LLM backend metric families", ", ".join(families))
     if not compared:
-        check.caveat(f"Triton {version} exports no first-response histogram for these models: "
-                     "nv_inference_first_response_histogram_ms needs 2.52+ with --metrics-config "
-                     "histogram_latencies=true for decoupled models (all models from 26.01); the client's TTFT "
-                     "is the only measure")
-        check.not_applicable(f"no server-side first-response histogram on Triton {version} (2.52+ with "
-                             "histogram_latencies=true, or the vLLM backend); client TTFT recorded")
+        check.caveat(f"TTFT agreement not judged: Triton {version} exports no first-response histogram for these "
+                     "models (nv_inference_first_response_histogram_ms needs 2.52+ with --metrics-config "
+                     "histogram_latencies=true for decoupled models, all models from 26.01; or the vLLM backend); "
+                     "the request counter was judged and the client's TTFT is recorded")
 
 
 # -- PERF-1 -------------------------------------------------------------------------------------------
@@ -177,12 +195,16 @@ def test_streaming_first_response_histogram_matches_ttft(triton, triton_metrics,
 def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, check):
     """At the target load (`streaming_concurrency` streams, closed loop) TTFT p99 and ITL p99 are
     within the model's SLO (`ttft_p99_ms`, `itl_p99_ms`), output tokens/s reaches
-    `min_output_tokens_per_s` where set, every request succeeds (`success_rate_min`) and none is stuck."""
+    `min_output_tokens_per_s` where set, every request succeeds (`success_rate_min`) and none is stuck.
+    A measurement with fewer than `streaming_min_requests` completed requests is not valid: the
+    check is INCOMPLETE for it (unless it failed on another rule)."""
     models = _streaming_models(triton, check)
     concurrency = int(_n(check, "streaming_concurrency"))
     duration = _n(check, "streaming_duration_s")
     success_min = check.threshold("success_rate_min")
+    min_requests = int(_n(check, "streaming_min_requests"))
     facts = triton_facts.setdefault("streaming.perf1", {})
+    invalid = []
     for model in models:
         slo = streaming_slo(triton_settings, model)
         result = _load(triton, _plan(triton, model), check, concurrency=concurrency, duration_s=duration,
@@ -190,6 +212,9 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
         stats = result.stats
         check.measure("streams (concurrency)", concurrency, "streams", model=model)
         check.measure("requests completed", stats.completed, "requests", model=model)
+        if stats.completed < min_requests:
+            invalid.append(f"{model}: {stats.completed} requests completed in {duration:g} s < minimum {min_requests} "
+                           "(streaming_min_requests; a longer streaming_duration_s measures more)")
         check.measure("TTFT p50", stats.ttft_ms["p50"], "ms", model=model)
         check.measure("TTFT p99", stats.ttft_ms["p99"], "ms", model=model, threshold=slo["ttft_p99_ms"],
                       finding=f"{model}: TTFT p99 is {stats.ttft_ms['p99']} ms, the SLO is <= {slo['ttft_p99_ms'].value:g} ms")
@@ -216,6 +241,16 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
         if stats.ttft_ms["p99"] is not None and stats.ttft_ms["p99"] > slo["ttft_p99_ms"].value:
             check.recommend("TTFT over budget: fewer requests per instance (more instances or a smaller "
                             "concurrent_requests / max_num_seqs), a shorter prefill, or a budget that matches the model.")
+    if invalid:
+        _not_valid(check, "measurement not valid: " + "; ".join(invalid))
+
+
+def _not_valid(check, reason: str) -> None:
+    """A measurement too small to judge: INCOMPLETE, unless the check already failed on another rule."""
+    if check.errors:
+        check.finding(reason, severity="warning")
+    else:
+        check.incomplete(reason)
 
 
 # -- PERF-2 -------------------------------------------------------------------------------------------
@@ -225,11 +260,17 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
     more than `curve_drop_tolerance` before the knee, and at least one point must keep TTFT p99
     within the SLO. Publishes the best tokens/s within SLO, and the requests/s at that point, as
     `triton_facts["perf.streaming_capacity"]` (OPS-2 plans a decoupled model's capacity from it); a
-    best point at the sweep's top where tokens/s still rose by `curve_min_gain` is a lower bound."""
+    best point at the sweep's top where tokens/s still rose by `curve_min_gain` is a lower bound.
+    Only points with at least `streaming_min_requests` completed requests, a success rate of at
+    least `success_rate_min` and no stuck request count for the knee and the capacity; a model with
+    fewer than half of its points (or two) valid makes the check INCOMPLETE and publishes no capacity."""
     models = _streaming_models(triton, check)
     top = int(_n(check, "streaming_curve_max_concurrency"))
     point_s = _n(check, "streaming_curve_point_s")
+    success_min = _n(check, "success_rate_min")
+    min_requests = int(_n(check, "streaming_min_requests"))
     capacity = triton_facts.setdefault("perf.streaming_capacity", {})
+    invalid = []
     for model in models:
         slo = streaming_slo(triton_settings, model)
         plan = _plan(triton, model)
@@ -240,16 +281,29 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
             progress.step(f"{model}: {concurrency} streams (point {len(points) + 1} of {top.bit_length()}, "
                           f"{point_s:g} s each)")
             stats = _load(triton, plan, check, concurrency=concurrency, duration_s=point_s, warmup_s=0.5).run().stats
-            points.append(CurvePoint(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"]))
+            point = CurvePoint.measured(concurrency, stats, success_min=success_min, min_requests=min_requests)
+            points.append(point)
             requests_per_s[concurrency] = (stats.requests_per_s,
                                            stats.output_tokens / stats.completed if stats.completed else None)
             check.measure(f"output tokens/s at concurrency {concurrency}", round(stats.output_tokens_per_s, 2), "tokens/s", model=model)
             check.measure(f"TTFT p99 at concurrency {concurrency}", stats.ttft_ms["p99"], "ms", model=model)
             check.measure(f"requests/s at concurrency {concurrency}", round(stats.requests_per_s, 2), "requests/s",
                           model=model)
+            check.measure(f"requests completed at concurrency {concurrency}", stats.completed, "requests", model=model)
+            check.measure(f"success rate at concurrency {concurrency}", stats.success_rate, "ratio", model=model)
+            if point.problem:
+                check.finding(f"{model}: concurrency {concurrency} does not count for the capacity: {point.problem}",
+                              severity="warning", model=model)
+            for reason, count in stats.errors.items():
+                check.evidence(f"{model} errors at concurrency {concurrency}", f"{count} x {reason}")
             if stats.stuck:
                 _report_stuck(check, model, stats, limit=3)
             concurrency *= 2
+        if not enough_valid(points):
+            capacity.pop(model, None)
+            invalid.append(f"{model}: only {sum(p.trustworthy for p in points)} of {len(points)} curve points have "
+                           f">= {min_requests} completed requests, a success rate >= {success_min:g} and no stuck request")
+            continue
         verdict = judge_curve(points, slo["ttft_p99_ms"].value, _n(check, "curve_knee_fraction"),
                               _n(check, "curve_drop_tolerance"))
         check.chart(f"{model}: output tokens/s against concurrency", "concurrency (streams)", "output tokens/s",
@@ -262,7 +316,7 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
         check.measure("max output tokens/s within TTFT SLO", round(best.tokens_per_s, 2) if best else 0.0, "tokens/s",
                       model=model)
         if best is None:
-            check.finding(f"{model}: no concurrency keeps TTFT p99 within {slo['ttft_p99_ms'].value:g} ms "
+            check.finding(f"{model}: no valid concurrency keeps TTFT p99 within {slo['ttft_p99_ms'].value:g} ms "
                           f"(at 1 stream it is {points[0].ttft_p99_ms} ms)", model=model)
         for c_from, c_to, before, after in verdict.drops:
             check.finding(f"{model}: output tokens/s fell from {before:.0f} at {c_from} streams to {after:.0f} at "
@@ -282,6 +336,8 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
                            "ttft_p99_ms": best.ttft_p99_ms if best else points[0].ttft_p99_ms,
                            "instances": instance_count(triton.client.model_config(model)),
                            "lower_bound": lower_bound}
+    if invalid:
+        _not_valid(check, "curve not valid: " + "; ".join(invalid))
 
 
 # -- PERF-3 -------------------------------------------------------------------------------------------

@@ -116,6 +116,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "streaming_duration_s": ThresholdSpec(6.0, "s", "PERF-1 streaming: length of the measurement after a 1 s warm-up", POSITIVE),
     "streaming_curve_max_concurrency": ThresholdSpec(16, "streams", "PERF-2 streaming: highest concurrency of the tokens/s and TTFT curve", COUNT),
     "streaming_curve_point_s": ThresholdSpec(3.0, "s", "PERF-2 streaming: measurement per curve point", POSITIVE),
+    "streaming_min_requests": ThresholdSpec(10, "requests", "PERF-1/PERF-2 streaming: fewest completed requests for a measurement (a curve point) to count", COUNT),
     "streaming_final_deadline_s": ThresholdSpec(10.0, "s", "a streaming request without its final response this long after its send is stuck", POSITIVE),
     "streaming_soak_s": ThresholdSpec(30.0, "s", "PERF-3 streaming: length of the stream soak (0: off)", NON_NEGATIVE),
     "streaming_memory_growth_max_mb": ThresholdSpec(64.0, "MB", "PERF-3 streaming: highest growth of server memory (RSS) over the stream soak", NON_NEGATIVE),

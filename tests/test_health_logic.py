@@ -280,3 +280,22 @@ def test_soak_windows_say_when_the_instance_died(monkeypatch):
                                errors={DEAD: 2} if i == 2 else {}) for i in range(4)]
     [death] = health.observe_windows(windows)
     assert death.label == "the soak, window 2" and death.requests == 200 and death.failed_requests == 2
+
+
+def test_an_instance_probe_that_cannot_run_leaves_the_rule_unjudged_not_a_warning(monkeypatch):
+    """Issue 23 g: a probe exception is not a warning the check passes over: the dead-instance rule
+    was not judged, so the check ends INCOMPLETE naming the probe (unless another rule failed)."""
+    from pytest_triton_ready.faults import probes
+
+    class Broken:
+        def __init__(self, *args, **kwargs):
+            raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(probes, "InstanceProber", Broken)
+    facts, check = {}, _check()
+    health = LoadHealth(_target(owns=False), check, facts, ["mortal"])
+    assert health.finish() == []
+    assert check.unmeasured == ["mortal: every instance answers the instance probe"]
+    assert not [f for f in check.result.findings if f.severity == "warning"]
+    [evidence] = [e for e in check.result.evidence if "could not run" in e.label]
+    assert evidence.text == "ConnectionError: connection refused"

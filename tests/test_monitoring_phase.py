@@ -312,6 +312,40 @@ def test_four_layers_from_the_h200_captures():
     assert values[("service health", "queue time P95", "mlp_nobatch:1")] == pytest.approx(39.36)
 
 
+def test_mon1_rules_without_their_data_source_are_unjudged_naming_it():
+    """Issue 23 g: without summaries no queue P95 exists (the counters give a mean only), and a
+    success rate the counters did not give is not skipped: each rule gets no value and names the
+    source it lacked, so MON-1 ends INCOMPLETE instead of passing without them."""
+    from pytest_triton_ready.monitoring.layers import (
+        QUEUE_P95_SOURCE,
+        LayerValue,
+        RuleInput,
+        queue_p95_inputs,
+        success_rate_input,
+    )
+
+    def scrape_of(success, failure, queued_us):
+        return MetricsSnapshot.parse(
+            "# TYPE nv_inference_request_success counter\n"
+            f'nv_inference_request_success{{model="scale",version="1"}} {success}\n'
+            "# TYPE nv_inference_request_failure counter\n"
+            f'nv_inference_request_failure{{model="scale",version="1",reason="REJECTED"}} {failure}\n'
+            "# TYPE nv_inference_queue_duration_us counter\n"
+            f'nv_inference_queue_duration_us{{model="scale",version="1"}} {queued_us}\n')
+
+    moved = read_layers(scrape_of(10, 0, 1000), scrape_of(20, 0, 3000), 1.0)
+    [queue] = queue_p95_inputs(moved)
+    assert (queue.model, queue.value) == ("scale:1", None) and queue.missing.startswith(QUEUE_P95_SOURCE)
+    assert "summary_latencies=true" in queue.missing
+    assert success_rate_input(moved).value == 1.0
+    still = read_layers(scrape_of(10, 0, 1000), scrape_of(10, 0, 1000), 1.0)
+    rate = success_rate_input(still)
+    assert rate.value is None and "did not count the probe's requests" in rate.missing
+    assert queue_p95_inputs([]) and queue_p95_inputs([])[0].value is None  # no source at all: still not judged
+    with_summaries = [LayerValue("service health", "queue time P95", 0.8, "ms", model="scale:1")]
+    assert queue_p95_inputs(with_summaries) == [RuleInput("scale:1", 0.8)]
+
+
 # -- referenced metrics: suffixes, recording rules, the GPU decision -----------------------------
 def test_referenced_metric_extraction_and_existence(demo_server):
     snapshot = scrape(demo_server.endpoints.metrics_url)

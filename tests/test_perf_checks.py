@@ -182,11 +182,14 @@ def test_target_load_from_min_throughput_runs_open_loop(run_checklist):
                                                      "--triton-slo-min-throughput=100", *SHORT,
                                                      "--triton-threshold=load_window_s=1.0", "-k", "benchmark"))
     perf1 = run.result("test_benchmark_meets_slo_at_target_load")
-    assert perf1["verdict"] == "pass", perf1
+    assert perf1["verdict"] == "pass", (perf1["reason"], perf1["findings"], perf1["measurements"])
     m = _measures(perf1, "scale")
     assert m["offered load (Poisson)"]["value"] == 100
     assert m["achieved / offered throughput"]["passed"] is True
     assert 0.8 <= m["throughput"]["value"] / 100 <= 1.2
+    judged = m["throughput vs min_throughput"]  # 100 - 3 sqrt(100 / 3 s) = 82.7 infer/s
+    assert judged["passed"] is True and judged["comparison"] == ">=" and 80 < judged["threshold"] < 90
+    assert m["backlog (in flight beyond rate x mean latency)"]["value"] is not None
 
 
 def test_cfg2_not_applicable_without_a_batching_model(run_checklist):

@@ -413,3 +413,50 @@ def test_the_rollout_watcher_asks_only_its_own_client_from_its_thread():
     assert injector.answers_once("scale", own, "2") and own.asked == [("scale", "2")]
     plan = StreamingPlan.from_metadata("generate", DEMO_METADATA, {"max_batch_size": 16})
     assert not injector.answers_once("generate", Untouchable(), "2", "127.0.0.1:1", plan)  # nothing listens there
+
+
+def _stream_stats(completed, tokens_per_s, ttft_p99, *, errors=0, stuck=0):
+    from pytest_triton_ready.load.streaming import StreamStats, StuckRequest
+
+    return StreamStats(completed=completed, errors={"failed": errors} if errors else {},
+                       stuck=[StuckRequest(f"r{n}", 0, 1, 1, 10.0) for n in range(stuck)], dropped=0, duration_s=3.0,
+                       output_tokens=int(tokens_per_s * 3), responses=0, output_tokens_per_s=tokens_per_s,
+                       responses_per_s=0.0, requests_per_s=completed / 3, tokens_per_s_per_user={},
+                       ttft_ms={"p99": ttft_p99}, itl_ms={}, latency_ms={})
+
+
+def test_streaming_capacity_comes_only_from_points_with_enough_successful_unstuck_requests():
+    """Issue 23 d: the best point within the TTFT SLO is never one with failed, stuck or too few requests."""
+    from pytest_triton_ready.load.streaming_rules import enough_valid
+
+    def point(concurrency, stats):
+        return CurvePoint.measured(concurrency, stats, success_min=0.999, min_requests=10)
+
+    points = [point(1, _stream_stats(40, 150, 20)), point(2, _stream_stats(80, 300, 22)),
+              point(4, _stream_stats(100, 900, 30, errors=25)),     # the fastest point fails a fifth of its requests
+              point(8, _stream_stats(120, 800, 35, stuck=1)),       # one stream never got its final response
+              point(16, _stream_stats(6, 950, 40))]                 # too few requests to stand for anything
+    assert [p.trustworthy for p in points] == [True, True, False, False, False]
+    assert "success rate 80.00% < 99.90%" in points[2].problem and "1 stuck requests" in points[3].problem
+    assert "6 requests completed < minimum 10" in points[4].problem
+    verdict = judge_curve(points, ttft_budget_ms=100)
+    assert verdict.best_within.concurrency == 2 and verdict.best_within.tokens_per_s == 300
+    assert not enough_valid(points)  # 2 of 5 valid: no capacity is published
+    assert enough_valid(points[:3]) and not enough_valid([points[0]] + points[2:4])
+    assert judge_curve(points[2:], ttft_budget_ms=100) == judge_curve([], ttft_budget_ms=100)
+
+
+def test_streaming_mon1_judges_the_request_counter_and_names_a_missing_series():
+    """Issue 23 g: on a release without a first-response histogram, MON-1 still has a rule to judge
+    (the success counter against the client's completed requests); a missing series is None, never 0."""
+    from pytest_triton_ready.load.streaming_rules import server_counted_requests
+    from pytest_triton_ready.metrics import MetricsSnapshot
+
+    def scrape(count):
+        return MetricsSnapshot.parse("# TYPE nv_inference_request_success counter\n"
+                                     f'nv_inference_request_success{{model="generate",version="1"}} {count}\n'
+                                     'nv_inference_request_success{model="other",version="1"} 5\n')
+
+    assert server_counted_requests(scrape(10), scrape(42), "generate") == 32
+    assert server_counted_requests(scrape(10), scrape(42), "absent") is None
+    assert server_counted_requests(MetricsSnapshot([]), MetricsSnapshot([]), "generate") is None

@@ -45,12 +45,49 @@ def streaming_slo(settings: Any, model: str) -> dict[str, ThresholdValue]:
     return chosen
 
 
+def measurement_problem(completed: int, success_rate: float | None, stuck: int, *, success_min: float,
+                        min_requests: int) -> str | None:
+    """Why a streaming measurement cannot stand for the model's capacity or SLO, or None: fewer than
+    `min_requests` requests completed (its percentiles rest on too little), a success rate below
+    `success_min`, or a stuck request (a stream whose final response never came)."""
+    problems = []
+    if completed < min_requests:
+        problems.append(f"{completed} requests completed < minimum {min_requests} (streaming_min_requests)")
+    if success_rate is None or success_rate < success_min:
+        shown = "no request" if success_rate is None else f"{success_rate:.2%}"
+        problems.append(f"success rate {shown} < {success_min:.2%} (success_rate_min)")
+    if stuck:
+        problems.append(f"{stuck} stuck requests")
+    return "; ".join(problems) or None
+
+
 @dataclass
 class CurvePoint:
+    """One concurrency of the streaming sweep. `problem` (from `measurement_problem`) keeps a point
+    out of the capacity: a point with failed, stuck or too few requests is not a capacity."""
+
     concurrency: int
     tokens_per_s: float
     ttft_p99_ms: float | None
-    trustworthy: bool = True
+    problem: str | None = None
+
+    @property
+    def trustworthy(self) -> bool:
+        return self.problem is None
+
+    @classmethod
+    def measured(cls, concurrency: int, stats: Any, *, success_min: float, min_requests: int) -> CurvePoint:
+        """The point a StreamingLoad's StreamStats give at `concurrency`."""
+        problem = measurement_problem(stats.completed, stats.success_rate, len(stats.stuck),
+                                      success_min=success_min, min_requests=min_requests)
+        return cls(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"], problem)
+
+
+def enough_valid(points: Sequence[CurvePoint]) -> bool:
+    """At least half of the sweep's points, and two (one for a one-point sweep), meet the rules:
+    fewer cannot place a knee or a capacity."""
+    valid = sum(1 for p in points if p.trustworthy)
+    return bool(points) and valid >= min(2, len(points)) and 2 * valid >= len(points)
 
 
 @dataclass
@@ -64,7 +101,9 @@ def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fracti
                 drop_tolerance: float = 0.1) -> CurveVerdict:
     """The knee (first point with `knee_fraction` of the top tokens/s), the best tokens/s whose
     TTFT p99 is within the budget, and every fall of tokens/s by more than `drop_tolerance`
-    between two points before the knee (a collapse where more streams should have helped)."""
+    between two points before the knee (a collapse where more streams should have helped).
+    Only trustworthy points (enough requests, success rate met, nothing stuck) count."""
+    points = [p for p in points if p.trustworthy]
     if not points:
         return CurveVerdict(None, None)
     top = max(p.tokens_per_s for p in points)
@@ -83,7 +122,7 @@ def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fracti
 def capacity_is_lower_bound(points: Sequence[CurvePoint], best: CurvePoint | None, min_gain: float) -> bool:
     """True when the best point within the SLO is the sweep's last and tokens/s still rose by at
     least `min_gain` (a fraction) from the point before: the capacity lies beyond the sweep."""
-    if best is None or len(points) < 2 or best is not points[-1]:
+    if best is None or len(points) < 2 or best is not points[-1] or not points[-2].trustworthy:
         return False
     before = points[-2].tokens_per_s
     return before > 0 and best.tokens_per_s >= before * (1 + min_gain)
@@ -139,6 +178,20 @@ def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> floa
             return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
         lower_bound, lower_count = bound, count
     return lower_bound
+
+
+SUCCESS_COUNTER = "nv_inference_request_success"
+
+
+def server_counted_requests(before: Any, after: Any, model: str) -> float | None:
+    """How much the server's success counter (nv_inference_request_success) of `model` rose between
+    two scrapes, or None when the endpoint exports no such series for the model: the count every
+    Triton release keeps for streamed requests (a decoupled model counts each request once; one
+    under iterative sequence batching counts every decode step), which MON-1 holds against the
+    requests the client completed where no first-response histogram exists (Triton before 2.52)."""
+    if not after.select(SUCCESS_COUNTER, model=model):
+        return None
+    return after.delta(before, SUCCESS_COUNTER, model=model)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

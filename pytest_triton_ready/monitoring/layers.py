@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ..gpu import GpuReading, readings_from_metrics
 from ..metrics import MetricsSnapshot
@@ -185,3 +186,39 @@ def _gauge(snapshot: MetricsSnapshot, name: str) -> float | None:
 def _quantile_by_model(snapshot: MetricsSnapshot, name: str, quantile: str) -> dict[str, float]:
     return {_model_key(s.labels): s.value for s in snapshot.select(name, quantile=quantile)
             if not math.isnan(s.value)}
+
+
+QUEUE_P95_SOURCE = "nv_inference_queue_summary_us (quantile 0.95)"
+
+
+@dataclass(frozen=True)
+class RuleInput:
+    """The value one of MON-1's judged rules reads, or None with the data source that was missing."""
+
+    model: str | None
+    value: float | None
+    missing: str = ""
+    note: str = ""
+
+
+def success_rate_input(values: list[LayerValue]) -> RuleInput:
+    """The success rate over the probe, from nv_inference_request_success / _failure."""
+    success = next((v for v in values if v.name == "success rate over the window"), None)
+    if success is None or success.value is None:
+        note = f" ({success.note})" if success is not None and success.note else ""
+        return RuleInput(None, None, "nv_inference_request_success and nv_inference_request_failure did not count the "
+                                     f"probe's requests{note}")
+    return RuleInput(None, success.value, note=success.note)
+
+
+def queue_p95_inputs(values: list[LayerValue]) -> list[RuleInput]:
+    """Each model's queue time P95 (ms) from Triton's summaries; without summaries no source gives
+    a P95 (the counters give a mean only, and a mean says nothing of a P95), so each model that
+    queued is returned without a value, naming the missing source."""
+    p95 = [RuleInput(v.model, v.value) for v in values if v.layer == SERVICE_HEALTH and v.name == "queue time P95"]
+    if p95:
+        return p95
+    means = [v for v in values if v.layer == SERVICE_HEALTH and v.name == "queue time mean"]
+    missing = f"{QUEUE_P95_SOURCE}: summaries are off (start tritonserver with --metrics-config summary_latencies=true)"
+    return [RuleInput(v.model, None, missing) for v in means] or [RuleInput(None, None, missing)]
+

@@ -49,6 +49,25 @@ class CaseAnswer:
             return CLEAN
         return SERVER_ERROR
 
+    def problem(self) -> tuple[str, str] | None:
+        """(severity, sentence) of what is wrong with this answer, or None for a clean refusal: an
+        accepted case, no answer and a 5xx (the server reporting its own failure for a client's
+        mistake, which 5xx alerts and retrying clients count) fail SEC-3; a 4xx without a message is
+        a warning."""
+        case, status = self.case, self.status
+        outcome = self.outcome
+        if outcome == ACCEPTED:
+            return "error", f"{case.model}: the {case.name} request was accepted (HTTP {status}): {case.detail}"
+        if outcome == NO_ANSWER:
+            return "error", f"{case.model}: the {case.name} request got no answer: {self.message}"
+        if outcome == SERVER_ERROR:
+            return "error", (f"{case.model}: the {case.name} request is refused with HTTP {status}, a server error "
+                             "for a client's mistake (5xx alerts and retrying clients count it)"
+                             + (f": {self.message[:200]}" if self.message else ""))
+        if not self.message:
+            return "warning", f"{case.model}: the {case.name} request is refused with HTTP {status} but no error message"
+        return None
+
     def line(self) -> str:
         status = self.status if self.status is not None else "-"
         return (f"{self.case.name:27} {status!s:>4} {self.outcome:12} {self.elapsed_s * 1000:8.1f} ms  "

@@ -86,6 +86,20 @@ class CategoryExposure:
     def open_protocols(self) -> list[str]:
         return sorted({a.protocol for a in self.answers if a.state == OPEN})
 
+    def unanswered_protocols(self) -> list[str]:
+        """Protocols probed whose every probe of this category went unanswered."""
+        return sorted({a.protocol for a in self.answers} - {a.protocol for a in self.answers if a.state != UNREACHABLE})
+
+    def judged_state(self) -> str | None:
+        """The state SEC-1's rule may judge: OPEN when any probe was answered without credentials,
+        RESTRICTED only when every protocol probed refused, None when a protocol did not answer (no
+        answer is no evidence of a restriction)."""
+        if OPEN in {a.state for a in self.answers}:
+            return OPEN
+        if self.unanswered_protocols() or not self.answers:
+            return None
+        return RESTRICTED
+
 
 def probe_http(http_url: str, timeout_s: float = 5.0, ssl_context: ssl.SSLContext | None = None,
                categories=API_CATEGORIES) -> dict[str, list[ProbeAnswer]]:
