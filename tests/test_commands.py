@@ -77,7 +77,7 @@ SECTION = SimpleNamespace(death_rate_per_s=60.0, death_steady_s=0.01, death_obse
 
 def _death(http_url, kill, restore=None):
     replica = SimpleNamespace(name="replica-1", http_url=http_url, kill=kill, restore=restore)
-    load = SimpleNamespace(open_loop=lambda model, rate, protocol: _Traffic())
+    load = SimpleNamespace(open_loop=lambda model, rate, protocol, late_drop_s: _Traffic())
     return ReplicaDeath(load, replica, "identity", SECTION)
 
 

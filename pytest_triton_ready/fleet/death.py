@@ -26,6 +26,7 @@ from ..client import http_status
 from ..commands import run_command
 from ..faults.experiment import Experiment
 from ..faults.outcomes import Outcome
+from ..faults.plan import FaultPlan
 from ..faults.probes import Watcher
 from ..faults.timeline import event_time
 
@@ -124,7 +125,10 @@ class ReplicaDeath(Experiment):
         return None
 
     def open_traffic(self) -> Any:
-        return self.load.open_loop(self.model, rate=self.plan.rate_per_s, protocol=self.protocol)
+        # A late request is sent anyway, as in every fault experiment (FaultPlan.late_drop_s): on a busy
+        # host the client's own hiccups must not count as requests the balancer lost, nor break the steady state.
+        return self.load.open_loop(self.model, rate=self.plan.rate_per_s, protocol=self.protocol,
+                                   late_drop_s=FaultPlan.late_drop_s)
 
     def fault(self, traffic: Any) -> None:
         live = f"{self.replica.http_url}/v2/health/live"
