@@ -183,6 +183,7 @@ def _ready_settings(path: Path) -> Path:
           streaming_curve_max_concurrency: 4
           streaming_curve_point_s: 1
           streaming_final_deadline_s: 3
+          streaming_min_requests: 3
         soak:
           duration: 4s
           window: 1s
