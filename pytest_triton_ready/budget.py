@@ -7,9 +7,9 @@ budget, each check id gets a share of the time still left when it starts, in pro
 estimate among the checks not started yet: time a check does not use goes to the ones after it.
 What the budget cuts is INCOMPLETE naming the budget and what was left out, never PASS:
 
-- a check that starts after the whole budget is spent does not run;
-- a load measurement that would start after its check's share is spent does not start
-  (`BudgetGuard` in front of the load engine).
+- a check that would start after the whole budget is spent does not run;
+- a load measurement that would start after its check id's share is spent does not start
+  (`BudgetGuard` in front of the load engine); the tests of one check id share its share.
 
 A measurement asks how much time it may spend through the module-level API, which answers
 "unbounded" when there is no budget or no check is running:
@@ -248,13 +248,14 @@ class RunBudget:
             self.deadlines[check_id] = Deadline(check_id, share, self.clock(), self.clock)
         return self.deadlines[check_id]
 
-    def refusal(self, check_id: str, what: str) -> str | None:
+    def refusal(self, check_id: str, what: str, share: bool = True) -> str | None:
         """None while `what` may start; else the INCOMPLETE reason naming the budget and what it
-        leaves out (recorded in `cut`)."""
+        leaves out (recorded in `cut`). `share=False`: only the whole budget counts (a test that
+        starts: one check id's tests run in different phases, and a reading test costs nothing)."""
         deadline = self.deadlines.get(check_id)
         if self.left() <= 0:
             why = f"spent after {format_duration(self.used())}"
-        elif deadline is not None and deadline.expired:
+        elif share and deadline is not None and deadline.expired:
             why = f"{check_id}'s share of it ({format_duration(deadline.share_s or 0)}) is spent"
         else:
             return None
@@ -345,7 +346,8 @@ class BudgetPlugin:
             return
         self.budget.enter(identity[0])
         activate(self.budget, identity[0], recorder)
-        reason = self.budget.refusal(identity[0], f"{getattr(item, 'originalname', item.name)} (not started)")
+        reason = self.budget.refusal(identity[0], f"{getattr(item, 'originalname', item.name)} (not started)",
+                                     share=False)
         if reason:
             activate(None)
             recorder.incomplete(reason)
