@@ -40,12 +40,13 @@ DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"
 
 
 def run_perf_analyzer(binary: Path, model: str, url: str, protocol: str, concurrency: int, window_s: float,
-                      batch_size: int) -> dict:
+                      batch_size: int, stability: float = 0.10) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "pa.csv"
         command = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch_size),
                    "--concurrency-range", str(concurrency), "--measurement-interval", str(int(window_s * 1000)),
-                   "--stability-percentage", "10", "--max-trials", "10", "-f", str(out)]
+                   "--stability-percentage", f"{stability * 100:g}", "--max-trials", "10", "-f", str(out),
+                   "-v"]  # -v: a line per pass, whose throughputs count the requests for the CPU per request
         started, cpu_before = time.monotonic(), _cpu_s(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
         elapsed, cpu_s = time.monotonic() - started, _cpu_s(resource.RUSAGE_CHILDREN) - cpu_before
@@ -63,8 +64,9 @@ def run_perf_analyzer(binary: Path, model: str, url: str, protocol: str, concurr
 
 
 def run_engine(engine: LoadEngine, model: str, protocol: str, concurrency: int, window_s: float,
-               batch_size: int, workers: int | str) -> dict:
-    rules = MeasureRules(warmup_s=window_s / 2, window_s=window_s, max_windows=10, min_duration_s=0, min_requests=1)
+               batch_size: int, workers: int | str, stability: float = 0.10) -> dict:
+    rules = MeasureRules(warmup_s=window_s / 2, window_s=window_s, max_windows=10, min_duration_s=0, min_requests=1,
+                         stability_tolerance=stability)
     started, cpu_before = time.monotonic(), _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN)
     m = engine.measure(model, concurrency=concurrency, rules=rules, protocol=protocol, batch_size=batch_size,
                        server_stats=False, workers=workers)
@@ -94,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window-s", type=float, default=2.0)
+    parser.add_argument("--stability", type=float, default=0.10,
+                        help="both tools' stability tolerance (perf_analyzer's --stability-percentage / 100); a busy "
+                             "machine may need 0.3-0.5 for perf_analyzer to report at all")
     parser.add_argument("--workers", default="auto", help="engine worker processes: a number or auto")
     parser.add_argument("--perf-analyzer", type=Path, default=DEFAULT_PERF_ANALYZER)
     args = parser.parse_args(argv)
@@ -124,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
             for tool in order:
                 if tool == "pa":
                     row = run_perf_analyzer(args.perf_analyzer, args.model, pa_url, args.protocol,
-                                            args.concurrency, args.window_s, args.batch_size)
+                                            args.concurrency, args.window_s, args.batch_size, args.stability)
                 else:
                     row = run_engine(engine, args.model, args.protocol, args.concurrency, args.window_s,
-                                     args.batch_size, workers)
+                                     args.batch_size, workers, args.stability)
                 row["round"] = round_no
                 rows.append(row)
                 print(_line(row), flush=True)
@@ -155,7 +160,7 @@ def _summary(rows: list[dict], args, load_before, load_after) -> int:
         return 1
     print()
     print(f"model {args.model}, {args.protocol}, concurrency {args.concurrency}, batch {args.batch_size}, "
-          f"{args.rounds} alternated rounds, windows of {args.window_s:g} s; "
+          f"{args.rounds} alternated rounds, windows of {args.window_s:g} s, stable within {args.stability:.0%}; "
           f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on {os.cpu_count()} CPUs")
     print_table(med, {"throughput": "throughput (infer/s)", "p50_ms": "p50 latency (ms)", "p99_ms": "p99 latency (ms)",
                       "cpu_us": "client CPU (us/req)"})

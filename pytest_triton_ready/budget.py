@@ -7,9 +7,11 @@ budget, each check id gets a share of the time still left when it starts, in pro
 estimate among the checks not started yet: time a check does not use goes to the ones after it.
 What the budget cuts is INCOMPLETE naming the budget and what was left out, never PASS:
 
-- a check that starts after the whole budget is spent does not run;
-- a load measurement that would start after its check's share is spent does not start
+- a test of a load-bearing check (LOAD_CHECKS: CFG-2, PERF-1 to PERF-4) that would start after
+  the whole budget or its check id's share is spent does not run; the tests of one id share it;
+- a load measurement that would start after its check id's share is spent does not start
   (`BudgetGuard` in front of the load engine).
+Checks that only read always run: they take about a second each, reserved in the estimates.
 
 A measurement asks how much time it may spend through the module-level API, which answers
 "unbounded" when there is no budget or no check is running:
@@ -39,6 +41,7 @@ READING_CHECK_S = 1.0  # a check that reads (health, configs, metrics, malformed
 SERVER_START_S = 10.0  # an experiment's restart of the server, or a second server for a new version
 FAULT_KINDS_BUILT_IN = 5  # forced reload, new version, dead instance, crash + restart, SIGTERM
 DEFAULT_SWEEP_TOP = 64  # PERF-2's top concurrency when no max_batch_size is known
+LOAD_CHECKS = ("CFG-2", "PERF-1", "PERF-2", "PERF-3", "PERF-4")  # the ids whose time is load, not reading
 
 
 # -- estimates -----------------------------------------------------------------------------------
@@ -248,13 +251,14 @@ class RunBudget:
             self.deadlines[check_id] = Deadline(check_id, share, self.clock(), self.clock)
         return self.deadlines[check_id]
 
-    def refusal(self, check_id: str, what: str) -> str | None:
+    def refusal(self, check_id: str, what: str, share: bool = True) -> str | None:
         """None while `what` may start; else the INCOMPLETE reason naming the budget and what it
-        leaves out (recorded in `cut`)."""
+        leaves out (recorded in `cut`). `share=False`: only the whole budget counts (a test that
+        starts: one check id's tests run in different phases, and a reading test costs nothing)."""
         deadline = self.deadlines.get(check_id)
         if self.left() <= 0:
             why = f"spent after {format_duration(self.used())}"
-        elif deadline is not None and deadline.expired:
+        elif share and deadline is not None and deadline.expired:
             why = f"{check_id}'s share of it ({format_duration(deadline.share_s or 0)}) is spent"
         else:
             return None
@@ -345,6 +349,8 @@ class BudgetPlugin:
             return
         self.budget.enter(identity[0])
         activate(self.budget, identity[0], recorder)
+        if identity[0] not in LOAD_CHECKS:
+            return  # a check that reads takes a second or so: its time is reserved in the estimates
         reason = self.budget.refusal(identity[0], f"{getattr(item, 'originalname', item.name)} (not started)")
         if reason:
             activate(None)

@@ -73,8 +73,9 @@ def test_shares_follow_the_estimates_and_unused_time_goes_to_later_checks():
     reason = run.refusal("PERF-2", "the measurement of scale at concurrency 8 and what followed it")
     assert reason == ("run budget 1:40 (run.budget / --triton-budget) PERF-2's share of it (0:32) is spent; left out: "
                       "the measurement of scale at concurrency 8 and what followed it")
+    assert run.refusal("PERF-2", "test_other (not started)", share=False) is None  # a test starts while any is left
     now[0] = 101.0
-    assert "spent after 1:41" in run.refusal("PERF-3", "test_soak (not started)")
+    assert "spent after 1:41" in run.refusal("PERF-3", "test_soak (not started)", share=False)
     assert run.cut == ["PERF-2: the measurement of scale at concurrency 8 and what followed it",
                        "PERF-3: test_soak (not started)"]
 
@@ -113,30 +114,35 @@ def test_the_guard_refuses_a_measurement_once_the_check_share_is_spent():
     assert engine.measured == [("scale", {"concurrency": 8})]
 
 
-def test_a_spent_budget_leaves_later_checks_incomplete_naming_it(pytester):
+def test_a_spent_budget_leaves_later_load_checks_incomplete_naming_it_and_reading_checks_run(pytester):
     pytester.makepyfile(test_two="""
         import time
         import pytest
 
-        @pytest.mark.triton_check(id="CFG-9")
+        @pytest.mark.triton_check(id="PERF-1")
         def test_first(check):
             '''Takes its time.'''
             time.sleep(0.3)
             check.measure("waited", 0.3, "s")
 
-        @pytest.mark.triton_check(id="OPS-9")
+        @pytest.mark.triton_check(id="PERF-2")
         def test_second(check):
             '''Would pass.'''
             check.measure("nothing", 1)
+
+        @pytest.mark.triton_check(id="OPS-9")
+        def test_reading(check):
+            '''Reads only.'''
+            check.measure("read", 1)
     """)
     result = pytester.runpytest("--triton-budget=0.2s", "--triton-url=http://127.0.0.1:1",
                                 f"--readiness-report={pytester.path / 'report'}", "-p", "no:cacheprovider")
     report = json.loads((pytester.path / "report" / "readiness.json").read_text())
     verdicts = {r["check_id"]: (r["verdict"], r.get("reason")) for r in report["results"]}
-    assert verdicts["CFG-9"][0] == "pass"
-    assert verdicts["OPS-9"][0] == "incomplete", verdicts
-    assert "run budget 0:00 (run.budget / --triton-budget) spent after" in verdicts["OPS-9"][1]
-    assert verdicts["OPS-9"][1].endswith("left out: test_second (not started)")
+    assert verdicts["PERF-1"][0] == "pass" and verdicts["OPS-9"][0] == "pass"  # a reading check always runs
+    assert verdicts["PERF-2"][0] == "incomplete", verdicts
+    assert "run budget 0:00 (run.budget / --triton-budget) spent after" in verdicts["PERF-2"][1]
+    assert verdicts["PERF-2"][1].endswith("left out: test_second (not started)")
     assert report["verdict"] != "READY" and result.ret != 0
 
 
