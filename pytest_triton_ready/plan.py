@@ -198,9 +198,11 @@ FAULT_CHECK = {"server_crash": "crash + restart", "sigterm": "SIGTERM", "instanc
                "new_version": "new version"}
 
 
-def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: Iterable[str] = ()) -> str:
-    """The run plan as text: the server, its owner, what is allowed, and per check in scope what
-    it will do to the server. Reads only the settings: never contacts the server."""
+def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: Iterable[str] = (),
+               estimate_lines: Iterable[str] = ()) -> str:
+    """The run plan as text: the server, its owner, what is allowed, per check in scope what it
+    will do to the server, and `estimate_lines` (pytest_triton_ready/estimates.py: the time per
+    phase). Reads only the settings: never contacts the server."""
     rules = policy(settings)
     ids = set(check_ids) if check_ids is not None else None
     waived = set(waived)
@@ -228,9 +230,7 @@ def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: It
             continue
         mark = " (waived)" if check_id in waived else ""
         lines.append(f"    {check_id + mark:8} {text}")
-    from .budget import estimate_block
-
-    lines.extend(estimate_block(settings, ids))
+    lines.extend(estimate_lines)
     lines.append("  everything else reads only: health, repository index, configs, statistics, metrics, one "
                  "inference per model, malformed requests that a server refuses")
     return "\n".join(lines)

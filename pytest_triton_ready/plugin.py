@@ -97,9 +97,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.redactor():
         config.pluginmanager.register(JunitRedaction(settings.redactor()), "triton-ready-junit-redaction")
     if settings.triton_budget:
-        from .budget import BudgetPlugin
+        from .estimates import BudgetPlugin
 
-        config.pluginmanager.register(BudgetPlugin(settings), "triton-ready-budget")
+        config.pluginmanager.register(BudgetPlugin(settings, _check_identity, RECORDER_KEY), "triton-ready-budget")
     config.stash[RUN_KEY] = run
 
 
@@ -326,11 +326,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _show_plan(session: pytest.Session, run: Run) -> None:
     """Print what is under test, who owns it and what the checks about to run will do to it."""
+    from .estimates import estimate_block
     from .plan import plan_block
 
     running = {identity[0] for identity in map(_check_identity, session.items) if identity is not None}
     waived = sorted({i.check_id for i in run.scope.items if run.scope.live_waiver(i)})
-    text = plan_block(run.settings, running)
+    text = plan_block(run.settings, running, estimate_lines=estimate_block(run.settings, running))
     if waived:
         text += "\n  waived (gate.waivers), not run: " + ", ".join(waived)
     run.plan = text.splitlines()

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "plan", "gate",
                       "faults.plan", "faults.declared", "load.profile", "monitoring.config", "soak.plan",
                       "fleet.targets")),
-    ("settings", ("settings", "run", "target", "demo_repository", "launchers.*")),
+    ("settings", ("settings", "run", "target", "demo_repository", "estimates", "launchers.*")),
     ("phases", ("health", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",
                 "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
                 "baseline.*", "soak", "soak.*")),

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pytest_triton_ready import budget
+from pytest_triton_ready import budget, estimates
 from pytest_triton_ready.plan import plan_block
 from pytest_triton_ready.settings import build_settings
 
@@ -32,28 +32,32 @@ def test_estimates_follow_the_windows_the_models_the_soak_and_the_faults(tmp_pat
     settings = settings_with(tmp_path, "thresholds: {load_warmup_s: 1, load_window_s: 2, load_min_duration_s: 6, "
                                        "load_stability_windows: 3, curve_max_concurrency: 8}\nsoak: {duration: 30s}\n"
                                        "faults: {steady_s: 1, observe_s: 2, settle_s: 3}\n")
-    assert budget.point_seconds(settings) == 1 + 3 * 2
-    shape = budget.repository_shape(settings)  # the demo repository: accumulate (sequence), cached_sum, scale
+    assert estimates.point_seconds(settings) == 1 + 3 * 2
+    shape = estimates.repository_shape(settings)  # the demo repository: accumulate (sequence), cached_sum, scale
     assert shape.models == 3 and shape.batched == 2 and shape.sweep_points == [4, 4, 4] and shape.known
-    rows = {e.check_id: e for e in budget.estimates(settings, ["CFG-2", "PERF-1", "PERF-2", "PERF-3", "PERF-4",
+    rows = {e.check_id: e for e in estimates.estimates(settings, ["CFG-2", "PERF-1", "PERF-2", "PERF-3", "PERF-4",
                                                                "SEC-1"])}
     assert rows["CFG-2"].seconds == 2 * 7 and rows["PERF-1"].seconds == 3 * 7
     assert rows["PERF-2"].seconds == 12 * 7 and "4+4+4 per model" in rows["PERF-2"].how
     assert rows["PERF-3"].seconds == 30 + 7
-    assert rows["PERF-4"].seconds == budget.FAULT_KINDS_BUILT_IN * (6 + budget.SERVER_START_S)
+    assert rows["PERF-4"].seconds == estimates.FAULT_KINDS_BUILT_IN * (6 + estimates.SERVER_START_S)
     assert rows["SEC-1"].seconds == budget.READING_CHECK_S
     more = settings_with(tmp_path, "models: [scale, cached_sum, accumulate, scale_2]\n")
-    assert budget.repository_shape(more).models == 4  # a model list decides the count
+    assert estimates.repository_shape(more).models == 4  # a model list decides the count
 
 
 def test_the_plan_shows_the_estimate_per_phase_and_the_budget_share(tmp_path):
-    text = plan_block(settings_with(tmp_path, "run: {budget: 10m}\n"), ["PERF-1", "PERF-2", "SEC-1"])
+    settings = settings_with(tmp_path, "run: {budget: 10m}\n")
+    ids = ["PERF-1", "PERF-2", "SEC-1"]
+    text = plan_block(settings, ids, estimate_lines=estimates.estimate_block(settings, ids))
     lines = text.splitlines()
     head = next(line for line in lines if line.startswith("  time estimate: about "))
     assert "budget 10:00 (run.budget / --triton-budget)" in head
     assert any(line.strip().startswith("PERF-2") and "sweep points" in line and "budget share" in line for line in lines)
     assert any(line.strip().startswith("others") and "1 reading check(s)" in line for line in lines)
-    assert "budget" not in plan_block(settings_with(tmp_path), ["PERF-1"]).split("time estimate", 1)[1].split("\n")[0]
+    plain = settings_with(tmp_path)
+    text = plan_block(plain, ["PERF-1"], estimate_lines=estimates.estimate_block(plain, ["PERF-1"]))
+    assert "budget" not in text.split("time estimate", 1)[1].split("\n")[0]
 
 
 def test_shares_follow_the_estimates_and_unused_time_goes_to_later_checks():
