@@ -10,15 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_triton_ready.demo.answers import VOCABULARY, expected_tokens
 from pytest_triton_ready.load.streaming import (
     EMPTY_FINAL,
     STREAMING_DEMO_REPOSITORY,
-    VOCABULARY,
     RequestRecord,
     StreamingPlan,
     StreamTally,
     build_request,
-    expected_tokens,
     is_final,
     response_tokens,
 )
