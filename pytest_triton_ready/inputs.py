@@ -67,7 +67,9 @@ def refusal_hint(model: str, metadata: Mapping[str, Any], config: Mapping[str, A
     made_up = synthesized_inputs(metadata, config, data)
     if not made_up:
         return f"(the request used {model}'s declared data from {data.source if data else '?'})"
-    variable = [i["name"] for i in metadata.get("inputs", []) if i["name"] in made_up and any(int(d) < 0 for d in i["shape"])]
+    skip = 1 if int(config.get("max_batch_size", 0)) > 0 else 0  # the batch dim is not a variable dim
+    variable = [i["name"] for i in metadata.get("inputs", [])
+                if i["name"] in made_up and any(int(d) < 0 for d in i["shape"][skip:])]
     dims = f"; variable dims sent as {dynamic_dim}" if variable else ""
     return (f"(inputs {', '.join(made_up)} were synthesized: random values{dims}; declare real ones with "
             f"inputs.data: {{{model}: FILE}} (perf_analyzer --input-data JSON), value ranges with inputs.ranges, "

@@ -91,7 +91,8 @@ def test_undeclared_inputs_are_synthesized_within_ranges_and_optional_ones_left_
 
 def test_a_refused_synthesized_request_names_what_was_made_up_and_where_to_declare_it():
     hint = refusal_hint("m", META, BATCHED, None, 16)
-    assert "INPUT0, INPUT1 were synthesized" in hint and "variable dims sent as 16" in hint
+    assert "INPUT0, INPUT1 were synthesized" in hint and "sent as 16" not in hint  # only the batch dim is -1
+    assert "variable dims sent as 16" in refusal_hint("m", META, {"max_batch_size": 0}, None, 16)
     assert "inputs.data" in hint and "inputs.shapes" in hint and "inputs.ranges" in hint
     data = parse_input_data({"data": [{"INPUT0": [1, 2, 3, 4]}]}, "team.json")
     assert "INPUT1 were synthesized" in refusal_hint("m", META, BATCHED, data, 16)

@@ -841,8 +841,9 @@ def send_request(grpc_url: str, request: Any, token_output: str, *, timeout_s: f
             rec.start = time.monotonic()
             future = await stream.send(request, rec)
             try:
-                await asyncio.wait_for(future, timeout_s)
+                await asyncio.wait_for(asyncio.shield(future), timeout_s)
             except asyncio.TimeoutError:
+                stream.forget(rec)  # no final response in time: neither final nor an error
                 rec.error = None
             await stream.close(cancel=True)
             return rec
