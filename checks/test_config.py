@@ -73,6 +73,7 @@ def test_models_answer_inference(triton, check):
     from pytest_triton_ready.expectations import answer_mismatches, expectation_for
     from pytest_triton_ready.input_data import InputDataError
     from pytest_triton_ready.inputs import output_mismatches, synthesize_inputs
+    from pytest_triton_ready.sequences import check_sequences
 
     client = triton.client
     models = ready_models(triton)  # decoupled models answer over streams: checks/test_streaming.py
@@ -82,14 +83,24 @@ def test_models_answer_inference(triton, check):
         check.incomplete("no READY model to send an inference to")
     for model in models:
         metadata, config = client.model_metadata(model), client.model_config(model)
+        sequence = client.is_sequence_model(model)
         try:
-            outcome = client.infer(model)
+            if sequence:  # a whole sequence, then the same one interleaved with another
+                answers = check_sequences(client, model)
+                outcome = answers.last
+                for problem in answers.problems:
+                    check.finding(f"{model}: {problem}", model=model, rule="sequence-state")
+                check.measure("sequence steps answered", sum(o.ok for o in answers.outcomes), "requests", model=model,
+                              threshold=answers.steps, comparison=">=")
+            else:
+                outcome = client.infer(model)
         except InputDataError as exc:
             check.finding(f"{model}: {exc}", model=model, rule="input-data")
             continue
         check.measure("inference latency", round(outcome.latency_s * 1000, 3), "ms", model=model)
         if not outcome.ok:
-            check.finding(f"{model}: inference failed: {outcome.error} {client.refusal_hint(model)}", model=model)
+            if not sequence:  # a failed step is already named
+                check.finding(f"{model}: inference failed: {outcome.error} {client.refusal_hint(model)}", model=model)
             check.evidence(f"{model} error", outcome.error or "")
             continue
         for problem in output_mismatches(metadata, config, outcome.outputs):
@@ -108,7 +119,7 @@ def test_models_answer_inference(triton, check):
                         answer_mismatches(case, answer.outputs, metadata.get("outputs", []), batched))
             for problem in problems:
                 check.finding(f"{model}: {problem}", model=model, rule="answer")
-        if client.is_sequence_model(model):
+        if sequence:
             continue
         again = client.infer(model, outcome.inputs)
         if again.ok and not all(np.array_equal(outcome.outputs[n], again.outputs.get(n)) for n in outcome.outputs):

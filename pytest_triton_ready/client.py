@@ -175,14 +175,17 @@ class TritonClient:
         return "sequence_batching" in self.model_config(model)
 
     def infer(self, model: str, inputs: dict[str, np.ndarray] | None = None, *, protocol: str = "http",
-              batch_size: int = 1, sequence_id: int = 0, sequence_start: bool = False,
+              batch_size: int = 1, sequence_id: int | str = 0, sequence_start: bool = False,
               sequence_end: bool = False, version: str = "") -> InferOutcome:
         """Send one inference; a sequence model without a sequence id gets a one-request sequence."""
         from tritonclient.utils import InferenceServerException
 
         inputs = inputs if inputs is not None else self.synthesize(model, batch_size)
         if self.is_sequence_model(model) and not sequence_id:
-            sequence_id = int(np.random.default_rng().integers(1, 2**31))
+            from .load.requests import string_corrid
+
+            number = int(np.random.default_rng().integers(1, 2**31))
+            sequence_id = f"{model}-{number}" if string_corrid(self.model_config(model)) else number
             sequence_start = sequence_end = True
         module = self._module(protocol)
         infer_inputs = []

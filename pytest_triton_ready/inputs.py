@@ -46,6 +46,7 @@ class InputDeclarations:
     ranges: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     data: dict[str, InputData] = field(default_factory=dict)
     dynamic_dim: int = 16
+    sequence_length: int = 20  # steps of a synthesized sequence (perf_analyzer's --sequence-length)
 
 
 def optional_inputs(config: Mapping[str, Any]) -> set[str]:
@@ -131,8 +132,27 @@ def synthesize_inputs(metadata: Mapping[str, Any], config: Mapping[str, Any], *,
         if name in optional:
             continue
         shape = input_shape(dims, batched, batch_size, dynamic_dim, shapes.get(name))
+        if name not in ranges and (value := llm_value(name, datatype, shape, rng)) is not None:
+            inputs[name] = value
+            continue
         inputs[name] = random_tensor(datatype, shape, rng, ranges.get(name))
     return inputs
+
+
+def llm_value(name: str, datatype: str, shape: list[int], rng: np.random.Generator) -> np.ndarray | None:
+    """An LLM backend's conventional input on a unary (not decoupled) request: text from the
+    shipped prompts, a small token budget, stream off (llm_inputs.py); None for any other input."""
+    from .llm_inputs import DEFAULT_BUDGET, TEXT_INPUT_NAMES, TOKEN_BUDGET_NAMES, conventional_value, is_convention, text_tensor
+
+    if is_convention(name, datatype):
+        return conventional_value(name, shape, decoupled=False)
+    if datatype == "BYTES" and TEXT_INPUT_NAMES.search(name):
+        from .load.prompts import PROMPTS
+
+        return text_tensor(PROMPTS[int(rng.integers(len(PROMPTS)))], shape)
+    if datatype.startswith(("INT", "UINT")) and TOKEN_BUDGET_NAMES.search(name):
+        return np.full(shape, DEFAULT_BUDGET, dtype=numpy_dtype(datatype))
+    return None
 
 
 def _same_shapes(tensors: list[np.ndarray], name: str, rows: list[tuple[Mapping[str, Any], str]]) -> None:

@@ -299,6 +299,9 @@ class InputsSection(Section):
         dict, "per model and input, the non-batch dims to send for variable (-1) dims")
     data: dict[str, str] = setting(
         dict, "per model, a perf_analyzer --input-data JSON file whose entries the requests carry (round-robin)")
+    sequence_length: int = setting(20, "steps of each synthesized sequence sent to a sequence model (START, middle "
+                                       "steps, END; perf_analyzer's --sequence-length); a data file's streams keep "
+                                       "their own length", gt=0)
     ranges: dict[str, dict[str, Annotated[list[float], AfterValidator(_value_range)]]] = setting(
         dict, "per model and input, [low, high] of the synthesized values (integers inclusive)")
 
@@ -412,6 +415,7 @@ class Settings:
     input_ranges: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     input_data: dict[str, InputData] = field(default_factory=dict)
     expectations: dict[str, Any] = field(default_factory=dict)
+    sequence_length: int = 20
     slos: dict[str, SLO] = field(default_factory=dict)
     threshold_overrides: dict[str, ThresholdValue] = field(default_factory=dict)
     yaml: dict[str, Any] = field(default_factory=dict)
@@ -422,7 +426,8 @@ class Settings:
 
     def input_declarations(self) -> InputDeclarations:
         """What the requests carry per model: declared data, shapes and value ranges."""
-        return InputDeclarations(self.input_shapes, self.input_ranges, self.input_data, self.triton_dynamic_dim)
+        return InputDeclarations(self.input_shapes, self.input_ranges, self.input_data, self.triton_dynamic_dim,
+                                 self.sequence_length)
 
     @property
     def launch(self) -> str:
@@ -558,6 +563,7 @@ def build_settings(
 
     inputs = data.get("inputs", {})
     settings.input_shapes = inputs.get("shapes", {})
+    settings.sequence_length = int(inputs.get("sequence_length") or 20)
     settings.input_ranges = {m: {i: (float(r[0]), float(r[1])) for i, r in per.items()}
                              for m, per in inputs.get("ranges", {}).items()}
     for model, expected in data.get("expectations", {}).items():
@@ -725,6 +731,8 @@ def settings_reference() -> str:
             "repeatable; values never appear in any output |",
             "| `--triton-threshold NAME=VALUE` | | | `thresholds.NAME` | see below | override a named threshold; "
             "repeatable |",
+            "| `--triton-input-data MODEL=FILE` | | | `inputs.data.MODEL` | none | requests to MODEL carry the "
+            "entries of FILE, a perf_analyzer --input-data JSON file (docs/models.md); repeatable |",
             "| `--triton-config` | `TRITON_READY_CONFIG` | `triton_config` | | none | the YAML file |", ""]
     out += ["`--triton-url` together with `--triton-launch=embedded` or `container` is a usage error unless",
             "the launcher comes from a stronger source than the URL (a launched server has its own URL).", ""]

@@ -159,13 +159,26 @@ def test_llm_backend_inputs_get_valid_values():
                        {"name": "sampling_parameters", "datatype": "BYTES", "shape": [1]},
                        {"name": "exclude_input_in_output", "datatype": "BOOL", "shape": [1]}],
             "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}]}
-    config = {"input": [{"name": "stream", "optional": True}, {"name": "sampling_parameters", "optional": True},
-                        {"name": "exclude_input_in_output", "optional": True}]}
+    vllm["inputs"].append({"name": "return_logprobs", "datatype": "BOOL", "shape": [1]})
+    config = {"input": [{"name": n, "optional": True} for n in ("stream", "sampling_parameters",
+                                                                "exclude_input_in_output", "return_logprobs")]}
     arrays = StreamingPlan.from_metadata("v", vllm, config).arrays("hi", 8, np.random.default_rng(0))
-    assert set(arrays) == {"text_input"}  # optional inputs left out unless declared
-    arrays = StreamingPlan.from_metadata("v", vllm, {}).arrays("hi", 8, np.random.default_rng(0))
-    assert json.loads(arrays["sampling_parameters"][0]) == {"max_tokens": 8, "temperature": 0}
+    assert set(arrays) == {"text_input", "stream", "sampling_parameters", "exclude_input_in_output"}  # streaming needs them
+    assert json.loads(arrays["sampling_parameters"][0]) == {"max_tokens": 8, "temperature": 0.0}
     assert arrays["exclude_input_in_output"].tolist() == [True] and arrays["stream"].tolist() == [True]
+
+
+def test_a_unary_tensorrt_llm_model_gets_a_prompt_a_positive_budget_and_no_stream():
+    from pytest_triton_ready.load.prompts import PROMPTS
+
+    meta = {"inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [-1, 1]},
+                       {"name": "max_tokens", "datatype": "INT32", "shape": [-1, 1]},
+                       {"name": "stream", "datatype": "BOOL", "shape": [-1, 1]},
+                       {"name": "end_id", "datatype": "INT32", "shape": [-1, 1]}]}
+    config = {"max_batch_size": 4, "input": [{"name": "stream", "optional": True}, {"name": "end_id", "optional": True}]}
+    arrays = synthesize_inputs(meta, config, rng=np.random.default_rng(0))
+    assert set(arrays) == {"text_input", "max_tokens"}
+    assert arrays["text_input"][0, 0].decode() in PROMPTS and arrays["max_tokens"].tolist() == [[16]]
 
 
 def test_a_data_file_on_disk_is_read(tmp_path):

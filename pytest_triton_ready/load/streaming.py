@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..llm_inputs import TEXT_INPUT_NAMES, TOKEN_BUDGET_NAMES, conventional_value, is_convention, sent_when_optional
 from .stats import LatencyHistogram
 from .timeline import Timeline
 
@@ -46,8 +47,8 @@ EMPTY_FINAL = "triton_enable_empty_final_response"
 ERROR_PAUSE_S = 0.01  # closed loop: a user whose request failed waits this long before the next one
 
 # -- requests -----------------------------------------------------------------------------------
-_TEXT_INPUT_NAMES = re.compile(r"prompt|text_input|text|input_text|query", re.I)
-_TOKEN_BUDGET_NAMES = re.compile(r"max_tokens|max_new_tokens|request_output_len|max_output_len", re.I)
+_TEXT_INPUT_NAMES = TEXT_INPUT_NAMES
+_TOKEN_BUDGET_NAMES = TOKEN_BUDGET_NAMES
 _TOKEN_OUTPUT_NAMES = re.compile(r"^(token|tokens|text_output|output_ids|output|text)$", re.I)
 
 
@@ -80,7 +81,7 @@ class StreamingPlan:
         prompt = next((i["name"] for i in inputs if i["datatype"] == "BYTES" and _TEXT_INPUT_NAMES.search(i["name"])), None)
         if prompt is None:
             prompt = next((i["name"] for i in inputs if i["datatype"] == "BYTES"
-                           and i["name"] not in LLM_CONVENTIONS), None)
+                           and not is_convention(i["name"], "BYTES")), None)
         budget = next((i["name"] for i in inputs if i["datatype"].startswith(("INT", "UINT"))
                        and _TOKEN_BUDGET_NAMES.search(i["name"])), None)
         outputs = [o["name"] for o in metadata.get("outputs", [])]
@@ -116,7 +117,8 @@ class StreamingPlan:
                                            f"{where}.{name}", self.shapes.get(name))
                 arrays[name] = tensor[np.newaxis, ...] if self.batched else tensor
                 continue
-            if name in self.optional and name not in (self.prompt_input, self.max_tokens_input):
+            if name in self.optional and name not in (self.prompt_input, self.max_tokens_input) \
+                    and not sent_when_optional(name, datatype, decoupled=True):
                 continue
             shape = input_shape(dims, self.batched, 1, 1, self.shapes.get(name))
             shape = [1 if d < 0 else d for d in shape]
@@ -124,36 +126,11 @@ class StreamingPlan:
                 arrays[name] = np.array([prompt.encode()] * int(np.prod(shape)), dtype=np.object_).reshape(shape)
             elif name == self.max_tokens_input:
                 arrays[name] = np.full(shape, max_tokens, dtype=_np_type(datatype))
-            elif name.lower() in LLM_CONVENTIONS and datatype == LLM_CONVENTIONS[name.lower()][0]:
-                arrays[name] = _conventional(name.lower(), shape, max_tokens)
+            elif is_convention(name, datatype):
+                arrays[name] = conventional_value(name, shape, decoupled=True, max_tokens=max_tokens)
             else:
                 arrays[name] = random_tensor(datatype, shape, rng, self.ranges.get(name))
         return arrays
-
-
-# The LLM backends' conventional inputs besides the text and the token budget (vLLM backend:
-# stream, sampling_parameters, exclude_input_in_output, return_*; TensorRT-LLM: stream, end_id...
-# are optional there and left out), each with the datatype it must have and the value sent.
-LLM_CONVENTIONS: dict[str, tuple[str, Any]] = {
-    "stream": ("BOOL", True),
-    "sampling_parameters": ("BYTES", "sampling"),  # JSON: {"max_tokens": budget, "temperature": 0}
-    "exclude_input_in_output": ("BOOL", True),
-    "return_finish_reason": ("BOOL", False),
-    "return_cumulative_logprob": ("BOOL", False),
-    "return_logprobs": ("BOOL", False),
-    "return_num_input_tokens": ("BOOL", False),
-    "return_num_output_tokens": ("BOOL", False),
-}
-
-
-def _conventional(name: str, shape: list[int], max_tokens: int) -> np.ndarray:
-    import json
-
-    datatype, value = LLM_CONVENTIONS[name]
-    if datatype == "BYTES":
-        text = json.dumps({"max_tokens": max_tokens, "temperature": 0}) if value == "sampling" else str(value)
-        return np.array([text.encode()] * int(np.prod(shape)), dtype=np.object_).reshape(shape)
-    return np.full(shape, bool(value), dtype=np.bool_)
 
 
 def _np_type(datatype: str):
@@ -909,8 +886,9 @@ def sse_body(plan: StreamingPlan, prompt: str, max_tokens: int) -> dict[str, Any
             body[name] = prompt
         elif name == plan.max_tokens_input:
             body[name] = max_tokens
-        elif name.lower() in LLM_CONVENTIONS and spec["datatype"] == LLM_CONVENTIONS[name.lower()][0]:
-            value = _conventional(name.lower(), [1], max_tokens).reshape(-1)[0]
+        elif is_convention(name, spec["datatype"]) and (name not in plan.optional
+                                                       or sent_when_optional(name, spec["datatype"], True)):
+            value = conventional_value(name, [1], decoupled=True, max_tokens=max_tokens).reshape(-1)[0]
             body[name] = value.decode() if isinstance(value, bytes) else bool(value)
         elif spec["datatype"] == "BOOL" and name not in plan.optional:
             body[name] = False

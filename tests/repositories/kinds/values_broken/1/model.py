@@ -1,8 +1,7 @@
 """Needs declared values: WAIT_MS (FP32, per batch row) is a wait in milliseconds that must lie in
 [0, 5]; the model waits that long and answers DONE = WAIT_MS. The broken twin refuses waits above 1 ms."""
-import time
-
 import json
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
