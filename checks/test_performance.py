@@ -116,6 +116,8 @@ def _benchmark(load, check, health, profiles, targets):
             continue  # its numbers describe a broken model: the dead instance is the finding
         stats = measurement.stats
         check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
+        if stats.errors and hasattr(load.client, "refusal_hint"):  # the requests may be the tool's: say which inputs were made up
+            check.evidence(f"{model} requests refused", load.client.refusal_hint(model))
         check.measure("measurement stable", str(measurement.stable), model=model)
         check.measure("measurement valid", str(measurement.valid), model=model)
         if not measurement.trustworthy:

@@ -149,6 +149,8 @@ def test_streamed_numeric_outputs_are_decoded_by_their_datatype():
     assert decoded["TOKEN"].tolist() == [7] and decoded["TEXT"].tolist() == [b"hi"]
     declared = [{"name": "TOKEN", "datatype": "INT32", "shape": [1]}, {"name": "TEXT", "datatype": "FP32", "shape": [1]}]
     assert output_problems(response, declared) == ["output TEXT is BYTES, declared FP32"]
+    batched = [{"name": "TOKEN", "datatype": "INT32", "shape": [-1, 1]}, {"name": "TEXT", "datatype": "BYTES", "shape": [-1, 2]}]
+    assert output_problems(response, batched, batched=True) == ["output TEXT has shape [1], declared [-1, 2]"]
 
 
 def test_llm_backend_inputs_get_valid_values():

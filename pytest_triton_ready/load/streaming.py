@@ -192,9 +192,15 @@ def decode_outputs(response: Any) -> dict[str, np.ndarray]:
     return decoded
 
 
-def output_problems(response: Any, declared: Iterable[Mapping[str, Any]]) -> list[str]:
+def _fits(dims: list[int], expected: list[int]) -> bool:
+    return len(dims) == len(expected) and all(e < 0 or e == a for e, a in zip(expected, dims, strict=False))
+
+
+def output_problems(response: Any, declared: Iterable[Mapping[str, Any]], batched: bool = False) -> list[str]:
     """How one streamed response's outputs differ from the declared ones: undeclared names,
-    datatypes, ranks and fixed dims, and contents that do not fit their datatype and shape."""
+    datatypes, ranks and fixed dims, and contents that do not fit their datatype and shape. A
+    batched model's response may leave out the batch dim (Triton passes decoupled responses on
+    as the model shaped them, and streaming clients read both)."""
     specs = {o["name"]: o for o in declared}
     problems = []
     decoded = decode_outputs(response)
@@ -206,7 +212,7 @@ def output_problems(response: Any, declared: Iterable[Mapping[str, Any]]) -> lis
         if output.datatype != spec["datatype"]:
             problems.append(f"output {output.name} is {output.datatype}, declared {spec['datatype']}")
         dims, expected = [int(d) for d in output.shape], [int(d) for d in spec["shape"]]
-        if len(dims) != len(expected) or any(e >= 0 and e != a for e, a in zip(expected, dims, strict=False)):
+        if not (_fits(dims, expected) or (batched and _fits(dims, expected[1:]))):
             problems.append(f"output {output.name} has shape {dims}, declared {expected}")
         if output.name not in decoded:
             problems.append(f"output {output.name}'s contents do not fit {output.datatype} {dims}")
@@ -401,9 +407,10 @@ class _Stream:
     """One virtual user's bidirectional stream: writes serialized, responses dispatched by id."""
 
     def __init__(self, stub: Any, user: int, metadata: tuple, token_output: str, keep_text: bool,
-                 declared_outputs: list[Mapping[str, Any]] | None = None) -> None:
+                 declared_outputs: list[Mapping[str, Any]] | None = None, batched: bool = False) -> None:
         self.call = stub.ModelStreamInfer(metadata=metadata or None)
         self.declared_outputs = declared_outputs
+        self.batched = batched
         self.user = user
         self.pending: dict[str, tuple[RequestRecord, asyncio.Future]] = {}
         self.write_lock = asyncio.Lock()
@@ -463,7 +470,7 @@ class _Stream:
                     if self.token_output in decoded:
                         rec.text.extend(_text_of(decoded[self.token_output]))
                     if self.declared_outputs is not None:
-                        rec.problems.extend(p for p in output_problems(response, self.declared_outputs)
+                        rec.problems.extend(p for p in output_problems(response, self.declared_outputs, self.batched)
                                             if p not in rec.problems)
                 if is_final(response):
                     rec.final = True
@@ -779,7 +786,7 @@ def stream_once(grpc_url: str, plan: StreamingPlan, prompt: str, max_tokens: int
                          version=version)
     request, rec = load._new_request(0, time.monotonic())
     return send_request(grpc_url, request, plan.token_output, timeout_s=timeout_s, headers=headers, record=rec,
-                        declared_outputs=plan.outputs)
+                        declared_outputs=plan.outputs, batched=plan.batched)
 
 
 def stream_arrays(grpc_url: str, plan: StreamingPlan, arrays: Mapping[str, np.ndarray], request_id: str, *,
@@ -788,7 +795,7 @@ def stream_arrays(grpc_url: str, plan: StreamingPlan, arrays: Mapping[str, np.nd
     twice to compare the answers); the record keeps every output decoded by its datatype."""
     request = build_request(plan.model, arrays, request_id)
     return send_request(grpc_url, request, plan.token_output, timeout_s=timeout_s, headers=headers,
-                        declared_outputs=plan.outputs)
+                        declared_outputs=plan.outputs, batched=plan.batched)
 
 
 def answer_values(record: RequestRecord) -> dict[str, np.ndarray]:
@@ -798,7 +805,7 @@ def answer_values(record: RequestRecord) -> dict[str, np.ndarray]:
 
 def send_request(grpc_url: str, request: Any, token_output: str, *, timeout_s: float = 30.0,
                  headers: Mapping[str, str] | None = None, record: RequestRecord | None = None,
-                 declared_outputs: list[Mapping[str, Any]] | None = None) -> RequestRecord:
+                 declared_outputs: list[Mapping[str, Any]] | None = None, batched: bool = False) -> RequestRecord:
     """Send one prebuilt ModelInferRequest on its own stream and wait for its final response, an
     error, or the timeout (then neither `final` nor `error` is set). Any request, well-formed or
     not: the record says what came back (tokens, text of a BYTES token output, the error)."""
@@ -814,7 +821,7 @@ def send_request(grpc_url: str, request: Any, token_output: str, *, timeout_s: f
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         async with grpc.aio.insecure_channel(grpc_url, options=options) as channel:
             stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(channel), 0, metadata, token_output, True,
-                             declared_outputs)
+                             declared_outputs, batched)
             rec.start = time.monotonic()
             future = await stream.send(request, rec)
             try:
