@@ -147,9 +147,9 @@ def llm_value(name: str, datatype: str, shape: list[int], rng: np.random.Generat
     if is_convention(name, datatype):
         return conventional_value(name, shape, decoupled=False)
     if datatype == "BYTES" and TEXT_INPUT_NAMES.search(name):
-        from .load.prompts import PROMPTS
+        from .load.prompts import QUESTIONS
 
-        return text_tensor(PROMPTS[int(rng.integers(len(PROMPTS)))], shape)
+        return text_tensor(QUESTIONS[int(rng.integers(len(QUESTIONS)))], shape)
     if datatype.startswith(("INT", "UINT")) and TOKEN_BUDGET_NAMES.search(name):
         return np.full(shape, DEFAULT_BUDGET, dtype=numpy_dtype(datatype))
     return None

@@ -171,7 +171,7 @@ def test_llm_backend_inputs_get_valid_values():
 
 
 def test_a_unary_tensorrt_llm_model_gets_a_prompt_a_positive_budget_and_no_stream():
-    from pytest_triton_ready.load.prompts import PROMPTS
+    from pytest_triton_ready.load.prompts import QUESTIONS
 
     meta = {"inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [-1, 1]},
                        {"name": "max_tokens", "datatype": "INT32", "shape": [-1, 1]},
@@ -180,7 +180,7 @@ def test_a_unary_tensorrt_llm_model_gets_a_prompt_a_positive_budget_and_no_strea
     config = {"max_batch_size": 4, "input": [{"name": "stream", "optional": True}, {"name": "end_id", "optional": True}]}
     arrays = synthesize_inputs(meta, config, rng=np.random.default_rng(0))
     assert set(arrays) == {"text_input", "max_tokens"}
-    assert arrays["text_input"][0, 0].decode() in PROMPTS and arrays["max_tokens"].tolist() == [[16]]
+    assert arrays["text_input"][0, 0].decode() in QUESTIONS and arrays["max_tokens"].tolist() == [[16]]
 
 
 def test_a_data_file_on_disk_is_read(tmp_path):

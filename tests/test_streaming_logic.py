@@ -412,3 +412,11 @@ def test_the_rollout_watcher_asks_only_its_own_client_from_its_thread():
     assert injector.answers_once("scale", own, "2") and own.asked == [("scale", "2")]
     plan = StreamingPlan.from_metadata("generate", DEMO_METADATA, {"max_batch_size": 16})
     assert not injector.answers_once("generate", Untouchable(), "2", "127.0.0.1:1", plan)  # nothing listens there
+
+
+def test_no_demo_vocabulary_in_the_product_outside_demo():
+    """Answers are checked from what the team declares, never from the demo's input names."""
+    package = Path(__file__).resolve().parent.parent / "pytest_triton_ready"
+    hits = [f"{path.relative_to(package)}:{n}" for path in package.rglob("*.py") if "demo" not in path.parts
+            for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"PROMPT|MAX_TOKENS", line)]
+    assert hits == []

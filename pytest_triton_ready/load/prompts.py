@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-PROMPTS = (
+QUESTIONS = (
     "Summarize the benefits of regular exercise in one sentence.",
     "What is the capital of France?",
     "Explain what a load balancer does.",
@@ -25,10 +25,10 @@ TextSource = Callable[[int], tuple[str, int]]
 
 
 def shipped_prompts(max_tokens: int, seed: int | None = None) -> TextSource:
-    """Request n gets one of PROMPTS with ` (request n)` appended, each asking for `max_tokens`."""
+    """Request n gets one of QUESTIONS with ` (request n)` appended, each asking for `max_tokens`."""
     rng = random.Random(seed)
 
     def prompt(n: int) -> tuple[str, int]:
-        return f"{rng.choice(PROMPTS)} (request {n})", max_tokens
+        return f"{rng.choice(QUESTIONS)} (request {n})", max_tokens
 
     return prompt
