@@ -64,10 +64,16 @@ def test_models_ready(triton, check):
 
 @pytest.mark.triton_check("CFG-1")
 def test_models_answer_inference(triton, check):
-    """Every READY model answers a real inference with the output names, shapes and datatypes it
-    declares, and a stateless model answers the same input with the same output. Where every READY
-    model in scope is decoupled, NOT APPLICABLE: test_streaming_answers_end_with_final_flag asks them."""
-    from pytest_triton_ready.inputs import output_mismatches
+    """Every READY model answers a real inference (its `inputs.data` entries where declared, else
+    synthesized inputs) with the output names, shapes and datatypes it declares; its answers match
+    the team's `expectations:` (and a data file's validation_data) where declared; a stateless
+    model answers the same input with the same output (an error where it is declared
+    deterministic, else a warning). Where every READY model in scope is decoupled, NOT
+    APPLICABLE: test_streaming_answers_end_with_final_flag asks them."""
+    from pytest_triton_ready.expectations import answer_mismatches, expectation_for
+    from pytest_triton_ready.input_data import InputDataError
+    from pytest_triton_ready.inputs import output_mismatches, synthesize_inputs
+    from pytest_triton_ready.sequences import check_sequences
 
     client = triton.client
     models = ready_models(triton)  # decoupled models answer over streams: checks/test_streaming.py
@@ -76,20 +82,49 @@ def test_models_answer_inference(triton, check):
     if not models:
         check.incomplete("no READY model to send an inference to")
     for model in models:
-        outcome = client.infer(model)
+        metadata, config = client.model_metadata(model), client.model_config(model)
+        sequence = client.is_sequence_model(model)
+        try:
+            if sequence:  # a whole sequence, then the same one interleaved with another
+                answers = check_sequences(client, model)
+                outcome = answers.last
+                for problem in answers.problems:
+                    check.finding(f"{model}: {problem}", model=model, rule="sequence-state")
+                check.measure("sequence steps answered", sum(o.ok for o in answers.outcomes), "requests", model=model,
+                              threshold=answers.steps, comparison=">=")
+            else:
+                outcome = client.infer(model)
+        except InputDataError as exc:
+            check.finding(f"{model}: {exc}", model=model, rule="input-data")
+            continue
         check.measure("inference latency", round(outcome.latency_s * 1000, 3), "ms", model=model)
         if not outcome.ok:
-            check.finding(f"{model}: inference failed: {outcome.error}", model=model)
+            if not sequence:  # a failed step is already named
+                check.finding(f"{model}: inference failed: {outcome.error} {client.refusal_hint(model)}", model=model)
             check.evidence(f"{model} error", outcome.error or "")
             continue
-        for problem in output_mismatches(client.model_metadata(model), client.model_config(model), outcome.outputs):
-            check.finding(f"{model}: {problem}", model=model)
-        if client.is_sequence_model(model):
+        for problem in output_mismatches(metadata, config, outcome.outputs):
+            check.finding(f"{model}: {problem}", model=model, rule="output-contract")
+        expectation = expectation_for(model, triton.settings.expectations, client.declared.data.get(model))
+        batched = int(config.get("max_batch_size", 0)) > 0
+        for case in expectation.cases:
+            try:
+                inputs = synthesize_inputs(metadata, config, dynamic_dim=client.dynamic_dim,
+                                           shapes=client.input_shapes.get(model, {}), steps=[case.inputs])
+            except InputDataError as exc:
+                check.finding(f"{model}: {exc}", model=model, rule="input-data")
+                continue
+            answer = client.infer(model, inputs)
+            problems = ([f"{case.where}: the request failed: {answer.error}"] if not answer.ok else
+                        answer_mismatches(case, answer.outputs, metadata.get("outputs", []), batched))
+            for problem in problems:
+                check.finding(f"{model}: {problem}", model=model, rule="answer")
+        if sequence:
             continue
         again = client.infer(model, outcome.inputs)
         if again.ok and not all(np.array_equal(outcome.outputs[n], again.outputs.get(n)) for n in outcome.outputs):
-            check.finding(f"{model}: the same input gave different outputs on two requests", severity="warning",
-                          model=model, rule="determinism")
+            check.finding(f"{model}: the same input gave different outputs on two requests",
+                          severity="error" if expectation.deterministic else "warning", model=model, rule="determinism")
 
 
 # -- CFG-1 (the lint), CFG-3 (version policy), CFG-4 (resource limits) ---------------------------

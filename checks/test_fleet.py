@@ -35,7 +35,8 @@ class FleetUnderTest:
         self.section = fleet.section
         self.clients = {r.name: TritonClient(r.http_url, r.grpc_url, settings.headers,
                                              settings.triton_request_timeout, settings.triton_dynamic_dim,
-                                             settings.input_shapes) for r in fleet.replicas}
+                                             settings.input_shapes, declared=settings.input_declarations())
+                        for r in fleet.replicas}
 
     @property
     def replicas(self):

@@ -75,7 +75,8 @@ def _stream_once(triton, model, prompt):
     """One streamed request to a decoupled model (2 tokens), waited for until its final response."""
     from pytest_triton_ready.load.streaming import StreamingPlan, stream_once
 
-    plan = StreamingPlan.from_metadata(model, triton.client.model_metadata(model), triton.client.model_config(model))
+    plan = StreamingPlan.from_metadata(model, triton.client.model_metadata(model), triton.client.model_config(model),
+                                      declared=triton.client.declared)
     return stream_once(triton.endpoints.grpc_url, plan, prompt, 2, timeout_s=triton.settings.triton_request_timeout,
                        headers=triton.settings.headers)
 

@@ -123,6 +123,8 @@ def _benchmark(load, check, health, profiles, targets):
             continue  # its numbers describe a broken model: the dead instance is the finding
         stats = measurement.stats
         check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
+        if stats.errors and hasattr(load.client, "refusal_hint"):  # the requests may be the tool's: say which inputs were made up
+            check.evidence(f"{model} requests refused", load.client.refusal_hint(model))
         check.measure("measurement stable", str(measurement.stable), model=model)  # evidence, not a gate
         check.evidence(f"{model}: window stability", measurement.stability_detail)
         check.measure("measurement valid", str(measurement.valid), model=model)

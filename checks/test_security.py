@@ -240,7 +240,8 @@ def _malformed_streams(triton, check, model, oversize, large_refused, table):
     from pytest_triton_ready.security.streaming import good_request, send_case, streaming_cases
 
     client, grpc_url, headers = triton.client, triton.endpoints.grpc_url, triton.settings.headers
-    plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))
+    plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model),
+                                      declared=client.declared)
     timeout = float(triton.settings.triton_request_timeout)
 
     def good(when):

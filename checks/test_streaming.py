@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 from pytest_triton_ready import progress
@@ -30,10 +31,10 @@ from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, 
 from pytest_triton_ready.load.streaming import (
     StreamingLoad,
     StreamingPlan,
-    expected_tokens,
+    answer_values,
     generate_stream,
     sse_body,
-    stream_once,
+    stream_arrays,
 )
 from pytest_triton_ready.load.streaming_rules import (
     FIRST_RESPONSE_FAMILIES,
@@ -53,7 +54,7 @@ from pytest_triton_ready.models import instance_count, ready_decoupled_models
 
 pytestmark = pytest.mark.usefixtures("triton")
 
-PROMPT = "is this deployment ready for production"
+QUESTION = "Is this deployment ready for production?"
 
 
 def _streaming_models(triton, check) -> list[str]:
@@ -65,7 +66,8 @@ def _streaming_models(triton, check) -> list[str]:
 
 def _plan(triton, model) -> StreamingPlan:
     client = triton.client
-    return StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))
+    return StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model),
+                                      declared=client.declared)
 
 
 def _n(check, name) -> float:
@@ -76,10 +78,6 @@ def _load(triton, plan, check, **kwargs) -> StreamingLoad:
     kwargs.setdefault("max_tokens", int(_n(check, "streaming_max_tokens")))
     kwargs.setdefault("deadline_s", _n(check, "streaming_final_deadline_s"))
     return StreamingLoad(triton.endpoints.grpc_url, plan, headers=triton.settings.headers, **kwargs)
-
-
-def _is_demo_generate(plan: StreamingPlan) -> bool:
-    return (plan.prompt_input, plan.max_tokens_input, plan.token_output) == ("PROMPT", "MAX_TOKENS", "TOKEN")
 
 
 def _report_stuck(check, model, stats, limit=10) -> None:
@@ -94,17 +92,31 @@ def _report_stuck(check, model, stats, limit=10) -> None:
 @pytest.mark.triton_check("CFG-1")
 def test_streaming_answers_end_with_final_flag(triton, check):
     """Every decoupled model answers a real streamed request over gRPC with output and a final
-    response (`triton_final_response`) within the deadline, answers the same prompt the same way
-    twice, and its HTTP generate_stream answer carries no error in any chunk."""
+    response (`triton_final_response`) within the deadline; every response's outputs keep the
+    declared contract (names, datatypes, shapes); the answers match the team's `expectations:`
+    (and a data file's validation_data) where declared; the same request answered twice gives the
+    same answer (an error where the model is declared deterministic, else a warning); its HTTP
+    generate_stream answer carries no error in any chunk."""
+    from pytest_triton_ready.expectations import answer_mismatches, expectation_for
+    from pytest_triton_ready.input_data import InputData, InputDataError
+
     models = _streaming_models(triton, check)
     deadline = _n(check, "streaming_final_deadline_s")
+    client, url, headers = triton.client, triton.endpoints.grpc_url, triton.settings.headers
     for model in models:
         plan = _plan(triton, model)
-        check.evidence(f"{model} request plan", f"prompt input {plan.prompt_input}, token budget input "
-                       f"{plan.max_tokens_input}, tokens counted from output {plan.token_output}")
-        first = stream_once(triton.endpoints.grpc_url, plan, PROMPT, 8, timeout_s=deadline, headers=triton.settings.headers)
+        check.evidence(f"{model} request plan", f"text input {plan.prompt_input}, token budget input "
+                       f"{plan.max_tokens_input}, tokens counted from output {plan.token_output}"
+                       + (f", data from {plan.data.source}" if plan.data else ""))
+        try:
+            arrays = plan.arrays(QUESTION, 8, np.random.default_rng(0))
+        except InputDataError as exc:
+            check.finding(f"{model}: {exc}", model=model, rule="input-data")
+            continue
+        first = stream_arrays(url, plan, arrays, f"{model}-answer-1", timeout_s=deadline, headers=headers)
         if first.error:
-            check.finding(f"{model}: the streamed request failed: {first.error}", model=model)
+            check.finding(f"{model}: the streamed request failed: {first.error} {client.refusal_hint(model)}",
+                          model=model)
             check.evidence(f"{model} error", first.error)
             continue
         check.measure("final flag received", first.final, model=model, threshold=True, comparison="==",
@@ -112,18 +124,30 @@ def test_streaming_answers_end_with_final_flag(triton, check):
                               f"no final response within {deadline:g} s")
         check.measure("output tokens", first.tokens, "tokens", model=model, threshold=1, comparison=">=",
                       finding=f"{model}: the answer carried no output in {plan.token_output}")
+        for problem in first.problems:
+            check.finding(f"{model}: {problem}", model=model, rule="output-contract")
         if first.ttft_s is not None:
             check.measure("time to first token", round(first.ttft_s * 1000, 3), "ms", model=model)
-        if _is_demo_generate(plan) and first.final:
-            expected = expected_tokens(PROMPT, 8)
-            if first.text != expected:
-                check.finding(f"{model}: answered {first.text}, expected {expected}", model=model, rule="answer")
-        again = stream_once(triton.endpoints.grpc_url, plan, PROMPT, 8, timeout_s=deadline, headers=triton.settings.headers)
+        expectation = expectation_for(model, triton.settings.expectations, plan.data)
+        for case in expectation.cases:
+            case_plan = _plan(triton, model)
+            case_plan.data = InputData(case.where, ((case.inputs,),))
+            try:
+                answer = stream_arrays(url, case_plan, case_plan.arrays(QUESTION, 8, np.random.default_rng(0)),
+                                       f"{model}-expected", timeout_s=deadline, headers=headers)
+                problems = ([f"{case.where}: the request failed: {answer.error}"] if answer.error else
+                            answer_mismatches(case, answer_values(answer), plan.outputs, batched=plan.batched))
+            except InputDataError as exc:
+                problems = [str(exc)]
+            for problem in problems:
+                check.finding(f"{model}: {problem}", model=model, rule="answer")
+        again = stream_arrays(url, plan, arrays, f"{model}-answer-2", timeout_s=deadline, headers=headers)
         if first.final and again.final and again.text != first.text:
-            check.finding(f"{model}: the same prompt gave different answers on two requests", severity="warning",
+            check.finding(f"{model}: the same request gave different answers on two requests ({first.text[:8]} then "
+                          f"{again.text[:8]})", severity="error" if expectation.deterministic else "warning",
                           model=model, rule="determinism")
-        sse = generate_stream(triton.endpoints.http_url, model, sse_body(plan, PROMPT, 4),
-                              timeout_s=deadline, headers=triton.settings.headers)
+        sse = generate_stream(triton.endpoints.http_url, model, sse_body(plan, QUESTION, 4),
+                              timeout_s=deadline, headers=headers)
         check.measure("generate_stream chunks", len(sse.chunks), "chunks", model=model)
         if sse.error:
             where = "under HTTP 200, in a chunk" if sse.status == 200 else f"HTTP {sse.status}"

@@ -1,8 +1,9 @@
 """One facade over tritonclient's HTTP and gRPC clients: what the checks ask of a server.
 
 Control-plane calls (health, metadata, config, repository, statistics) go over HTTP; `infer`
-speaks either protocol. Inputs are synthesized from the model's metadata and config, random on
-every call so that a response cache cannot answer in the model's place.
+speaks either protocol. Inputs come from the team's declarations (`inputs.data` files in
+perf_analyzer's format, round-robin) or are synthesized from the model's metadata and config,
+random on every call so that a response cache cannot answer in the model's place.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from .errors import TritonReadyError
-from .inputs import synthesize_inputs
+from .inputs import InputDeclarations, refusal_hint, synthesize_inputs
 
 UNREACHABLE = "cannot reach Triton"
 
@@ -64,7 +65,8 @@ class TritonClient:
 
     def __init__(self, http_url: str, grpc_url: str, headers: Mapping[str, str] | None = None,
                  timeout_s: float = 10.0, dynamic_dim: int = 16,
-                 input_shapes: Mapping[str, Mapping[str, list[int]]] | None = None) -> None:
+                 input_shapes: Mapping[str, Mapping[str, list[int]]] | None = None,
+                 declared: InputDeclarations | None = None) -> None:
         import tritonclient.http as httpclient
 
         self.http_url = http_url.rstrip("/")
@@ -72,7 +74,9 @@ class TritonClient:
         self.headers = dict(headers or {})
         self.timeout_s = timeout_s
         self.dynamic_dim = dynamic_dim
-        self.input_shapes = {m: dict(s) for m, s in (input_shapes or {}).items()}
+        self.declared = declared or InputDeclarations(dynamic_dim=dynamic_dim)
+        self.input_shapes = {**{m: dict(s) for m, s in (input_shapes or {}).items()}, **self.declared.shapes}
+        self._entries: dict[str, int] = {}  # next declared data entry per model (round-robin)
         parts = urlsplit(self.http_url)
         self.http = httpclient.InferenceServerClient(
             parts.netloc, ssl=parts.scheme == "https", connection_timeout=timeout_s, network_timeout=timeout_s
@@ -151,24 +155,38 @@ class TritonClient:
 
     # -- inference -----------------------------------------------------------------------------
     def synthesize(self, model: str, batch_size: int = 1, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
-        """Random inputs shaped and typed from the model's metadata and config."""
+        """One request's inputs: the model's next `inputs.data` entries (round-robin) where declared,
+        else random values shaped and typed from its metadata and config (within `inputs.ranges`)."""
+        data = self.declared.data.get(model)
+        entry = self._entries.get(model, 0)
+        if data is not None:
+            self._entries[model] = (entry + batch_size) % len(data.entries)
         return synthesize_inputs(
             self.model_metadata(model), self.model_config(model), batch_size=batch_size,
             dynamic_dim=self.dynamic_dim, shapes=self.input_shapes.get(model, {}), rng=rng,
+            ranges=self.declared.ranges.get(model), data=data, entry=entry,
         )
+
+    def refusal_hint(self, model: str) -> str:
+        """After a refused request: which of its inputs were synthesized and how to declare them."""
+        return refusal_hint(model, self.model_metadata(model), self.model_config(model),
+                            self.declared.data.get(model), self.dynamic_dim)
 
     def is_sequence_model(self, model: str) -> bool:
         return "sequence_batching" in self.model_config(model)
 
     def infer(self, model: str, inputs: dict[str, np.ndarray] | None = None, *, protocol: str = "http",
-              batch_size: int = 1, sequence_id: int = 0, sequence_start: bool = False,
+              batch_size: int = 1, sequence_id: int | str = 0, sequence_start: bool = False,
               sequence_end: bool = False, version: str = "") -> InferOutcome:
         """Send one inference; a sequence model without a sequence id gets a one-request sequence."""
         from tritonclient.utils import InferenceServerException
 
         inputs = inputs if inputs is not None else self.synthesize(model, batch_size)
         if self.is_sequence_model(model) and not sequence_id:
-            sequence_id = int(np.random.default_rng().integers(1, 2**31))
+            from .inputs import string_corrid
+
+            number = int(np.random.default_rng().integers(1, 2**31))
+            sequence_id = f"{model}-{number}" if string_corrid(self.model_config(model)) else number
             sequence_start = sequence_end = True
         module = self._module(protocol)
         infer_inputs = []

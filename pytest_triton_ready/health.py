@@ -311,7 +311,8 @@ class LoadHealth:
         endpoints = self.target.endpoints
         settings = self.target.settings
         return TritonClient(endpoints.http_url, endpoints.grpc_url, settings.headers, 5.0,
-                            settings.triton_dynamic_dim, settings.input_shapes)
+                            settings.triton_dynamic_dim, settings.input_shapes,
+                            declared=settings.input_declarations())
 
     def _recover(self, model: str, deaths: list[Death]) -> None:
         """Unload + load the model when the run owns the server, until every instance answers."""

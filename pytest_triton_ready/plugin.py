@@ -54,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "secret); repeatable.")
     group.addoption("--triton-threshold", dest="triton_thresholds", action="append", default=[], metavar="NAME=VALUE",
                     help="Override a named threshold (see README); repeatable.")
+    group.addoption("--triton-input-data", dest="triton_input_data", action="append", default=[],
+                    metavar="MODEL=FILE", help="Requests to MODEL carry the entries of FILE, a perf_analyzer "
+                    "--input-data JSON file (round-robin); repeatable; beside inputs.data in the YAML.")
     group.addoption("--triton-plan", dest="triton_plan", action="store_true", default=False,
                     help="Print the run plan (the server, who owns it, every action that will change or stress "
                          "it) and exit 0 without contacting the server.")
@@ -75,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
             cli_headers=config.getoption("triton_headers"), cli_thresholds=config.getoption("triton_thresholds"),
             cli_header_env=config.getoption("triton_header_env"),
             cli_header_files=config.getoption("triton_header_files"),
+            cli_input_data=config.getoption("triton_input_data"),
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"triton-ready: {exc}") from None

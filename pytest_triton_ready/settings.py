@@ -23,6 +23,9 @@ from pydantic import AfterValidator, BaseModel, Field, create_model
 from .addresses import host_port as _host_port
 from .addresses import load_cluster as _load_cluster
 from .errors import TritonReadyError
+from .expectations import parse_expectation
+from .input_data import InputData, InputDataError, load_input_data
+from .inputs import InputDeclarations
 from .launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES, launcher_kind
 from .launchers.schema import DEFAULT_SHM_SIZE, ContainerSection, container_help
 from .launchers.ulimits import DEFAULT_ULIMITS
@@ -256,12 +259,25 @@ class ServerSection(Section):
     args: list[str] = setting(list, "extra tritonserver flags, used where the run starts the server")
 
 
+def _value_range(value: list[float]) -> list[float]:
+    if len(value) != 2 or value[0] > value[1]:
+        raise ValueError(f"expected [low, high] with low <= high, got {value}")
+    return value
+
+
 class InputsSection(Section):
     """`inputs:`: how requests are synthesized."""
 
     dynamic_dim: Annotated[int | None, _checked_by("triton_dynamic_dim")] = _option_field("triton_dynamic_dim")
     shapes: dict[str, dict[str, list[Annotated[int, AfterValidator(_count)]]]] = setting(
         dict, "per model and input, the non-batch dims to send for variable (-1) dims")
+    data: dict[str, str] = setting(
+        dict, "per model, a perf_analyzer --input-data JSON file whose entries the requests carry (round-robin)")
+    sequence_length: int = setting(20, "steps of each synthesized sequence sent to a sequence model (START, middle "
+                                       "steps, END; perf_analyzer's --sequence-length); a data file's streams keep "
+                                       "their own length", gt=0)
+    ranges: dict[str, dict[str, Annotated[list[float], AfterValidator(_value_range)]]] = setting(
+        dict, "per model and input, [low, high] of the synthesized values (integers inclusive)")
 
 
 class SloSection(Section):
@@ -299,6 +315,9 @@ class _FileBase(Section):
     inputs: InputsSection | None = None
     slo: dict[str, SloSection] = setting(dict, "objectives per model; `default` for the rest")
     thresholds: dict[str, float] = setting(dict, "named thresholds (pytest_triton_ready/thresholds.py)")
+    expectations: dict[str, Any] = setting(
+        dict, "per model: deterministic, or a list of {inputs: ..., outputs: ...} its answers must match "
+              "(values as in perf_analyzer's --input-data files)")
     report: ReportSection | None = None
     container: ContainerSection | None = None
     run: RunSection | None = None
@@ -382,6 +401,10 @@ class Settings:
     headers: dict[str, str] = field(default_factory=dict)
     url_secrets: list[str] = field(default_factory=list)  # credentials that were in a URL
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    input_ranges: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    input_data: dict[str, InputData] = field(default_factory=dict)
+    expectations: dict[str, Any] = field(default_factory=dict)
+    sequence_length: int = 20
     slos: dict[str, SLO] = field(default_factory=dict)
     threshold_overrides: dict[str, ThresholdValue] = field(default_factory=dict)
     yaml: dict[str, Any] = field(default_factory=dict)
@@ -389,6 +412,11 @@ class Settings:
     sources: dict[str, str] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)  # for messages: "cli", "env VAR", "FILE:LINE (key)", "ini"
     _typed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def input_declarations(self) -> InputDeclarations:
+        """What the requests carry per model: declared data, shapes and value ranges."""
+        return InputDeclarations(self.input_shapes, self.input_ranges, self.input_data, self.triton_dynamic_dim,
+                                 self.sequence_length)
 
     @property
     def launch(self) -> str:
@@ -465,6 +493,7 @@ def build_settings(
     cli_thresholds: list[str] | None = None,
     cli_header_env: list[str] | None = None,
     cli_header_files: list[str] | None = None,
+    cli_input_data: list[str] | None = None,
 ) -> Settings:
     """Merge every source into one Settings; raise SettingsError naming the bad value's origin."""
     environ = dict(os.environ if environ is None else environ)
@@ -517,6 +546,28 @@ def build_settings(
 
     inputs = data.get("inputs", {})
     settings.input_shapes = inputs.get("shapes", {})
+    settings.sequence_length = int(inputs.get("sequence_length") or 20)
+    settings.input_ranges = {m: {i: (float(r[0]), float(r[1])) for i, r in per.items()}
+                             for m, per in inputs.get("ranges", {}).items()}
+    for model, expected in data.get("expectations", {}).items():
+        try:
+            settings.expectations[model] = parse_expectation(expected, f"expectations.{model}")
+        except InputDataError as exc:
+            raise SettingsError(f"{yaml_where('expectations', model)}: {exc}") from None
+    base = path.parent if path else Path.cwd()
+    declared_files = [(m, str(f), f"{yaml_where('inputs', 'data', m)} (inputs.data.{m})")
+                      for m, f in inputs.get("data", {}).items()]
+    for item in cli_input_data or []:
+        model, sep, file = item.partition("=")
+        if not sep or not model.strip() or not file.strip():
+            raise SettingsError(f"--triton-input-data from cli: expected MODEL=FILE, got {item!r}")
+        declared_files.append((model.strip(), file.strip(), "--triton-input-data from cli"))
+    for model, file, origin in declared_files:
+        file_path = Path(file) if Path(file).is_absolute() or origin.startswith("--") else base / file
+        try:
+            settings.input_data[model] = load_input_data(file_path)
+        except InputDataError as exc:
+            raise SettingsError(f"{origin}: {exc}") from None
     for model, slo in data.get("slo", {}).items():
         if model != "default":
             settings.slos[model] = SLO(slo.get("p99_ms"), slo.get("min_throughput"))
@@ -686,6 +737,8 @@ def settings_reference() -> str:
             "repeatable; values never appear in any output |",
             "| `--triton-threshold NAME=VALUE` | | | `thresholds.NAME` | see below | override a named threshold; "
             "repeatable |",
+            "| `--triton-input-data MODEL=FILE` | | | `inputs.data.MODEL` | none | requests to MODEL carry the "
+            "entries of FILE, a perf_analyzer --input-data JSON file (docs/models.md); repeatable |",
             "| `--triton-config` | `TRITON_READY_CONFIG` | `triton_config` | | none | the YAML file |", ""]
     out += ["`--triton-url` together with `--triton-launch=embedded` or `container` is a usage error unless",
             "the launcher comes from a stronger source than the URL (a launched server has its own URL).", ""]

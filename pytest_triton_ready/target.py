@@ -34,7 +34,7 @@ class Target:
         self.endpoints = endpoints
         self.client = TritonClient(
             endpoints.http_url, endpoints.grpc_url, settings.headers, settings.triton_request_timeout,
-            settings.triton_dynamic_dim, settings.input_shapes,
+            settings.triton_dynamic_dim, settings.input_shapes, declared=settings.input_declarations(),
         )
 
     @classmethod

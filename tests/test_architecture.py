@@ -23,7 +23,8 @@ NOT_PACKAGE_CODE = ("demo.*",)
 # Bottom first. A module belongs to the first layer with a pattern that matches its dotted name
 # (without the package prefix); it may import from its own layer and the ones below.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("<package>", "errors", "progress", "commands", "budget", "addresses", "yamlschema", "thresholds", "redaction",
+    ("foundation", ("<package>", "errors", "progress", "commands", "budget", "input_data", "llm_inputs", "prompts",
+                    "expectations", "addresses", "yamlschema", "thresholds", "redaction",
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
                     "recorder")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),
@@ -31,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                       "faults.plan", "faults.declared", "load.profile", "monitoring.config", "soak.plan",
                       "fleet.targets")),
     ("settings", ("settings", "run", "target", "demo_repository", "estimates", "launchers.*")),
-    ("phases", ("health", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",
+    ("phases", ("health", "sequences", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",
                 "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
                 "baseline.*", "soak", "soak.*")),
     ("report", ("report", "report.*")),

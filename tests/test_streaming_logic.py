@@ -10,15 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_triton_ready.demo.answers import VOCABULARY, expected_tokens
 from pytest_triton_ready.load.streaming import (
     EMPTY_FINAL,
     STREAMING_DEMO_REPOSITORY,
-    VOCABULARY,
     RequestRecord,
     StreamingPlan,
     StreamTally,
     build_request,
-    expected_tokens,
     is_final,
     response_tokens,
 )
@@ -460,3 +459,11 @@ def test_streaming_mon1_judges_the_request_counter_and_names_a_missing_series():
     assert server_counted_requests(scrape(10), scrape(42), "generate") == 32
     assert server_counted_requests(scrape(10), scrape(42), "absent") is None
     assert server_counted_requests(MetricsSnapshot([]), MetricsSnapshot([]), "generate") is None
+
+
+def test_no_demo_vocabulary_in_the_product_outside_demo():
+    """Answers are checked from what the team declares, never from the demo's input names."""
+    package = Path(__file__).resolve().parent.parent / "pytest_triton_ready"
+    hits = [f"{path.relative_to(package)}:{n}" for path in package.rglob("*.py") if "demo" not in path.parts
+            for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"PROMPT|MAX_TOKENS", line)]
+    assert hits == []

@@ -151,7 +151,8 @@ class FaultInjector:
         endpoints = self.target.endpoints
         settings = self.target.settings
         return TritonClient(http_url or endpoints.http_url, grpc_url or endpoints.grpc_url, settings.headers,
-                            timeout_s, settings.triton_dynamic_dim, settings.input_shapes)
+                            timeout_s, settings.triton_dynamic_dim, settings.input_shapes,
+                            declared=settings.input_declarations())
 
     def prober(self, model: str, client_factory: Callable[[], Any] | None = None, client: Any = None) -> InstanceProber:
         """Real requests over every instance of `model`: unary, or streamed for a decoupled model."""
@@ -169,9 +170,9 @@ class FaultInjector:
         model) a streamed request over `grpc_url` (default the server's), else a unary one through
         `client`. Safe from any thread when `client` belongs to it: nothing else is asked."""
         if plan is not None:
-            from .streaming import PROBE_PROMPT, PROBE_TOKENS
+            from .streaming import PROBE_TEXT, PROBE_TOKENS
 
-            answer = stream_once(grpc_url or self.target.endpoints.grpc_url, plan, PROBE_PROMPT, PROBE_TOKENS,
+            answer = stream_once(grpc_url or self.target.endpoints.grpc_url, plan, PROBE_TEXT, PROBE_TOKENS,
                                  timeout_s=5.0, headers=self.target.settings.headers, version=version)
             return answer.final and answer.error is None
         return client.infer(model, version=version).ok

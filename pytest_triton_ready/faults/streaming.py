@@ -26,14 +26,15 @@ from .probes import InstanceProbe
 
 STREAM_TOKENS = 16
 STREAM_DEADLINE_S = 10.0
-PROBE_PROMPT = "is every instance of this model serving"
+PROBE_TEXT = "is every instance of this model serving"
 PROBE_TOKENS = 4
 STUCK = "no final response within {deadline:g} s of the send"
 _UNHEALTHY_STUB = re.compile(r"Stub process '(?P<instance>[^']+)' is not healthy")
 
 
 def streaming_plan(client: Any, model: str) -> StreamingPlan:
-    return StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))
+    return StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model),
+                                      declared=getattr(client, "declared", None))
 
 
 @dataclass
@@ -148,7 +149,7 @@ class StreamingProber:
         self.reference: list[str] | None = None
 
     def _ask(self) -> Any:
-        return stream_once(self.grpc_url, self.plan, PROBE_PROMPT, PROBE_TOKENS, timeout_s=self.timeout_s,
+        return stream_once(self.grpc_url, self.plan, PROBE_TEXT, PROBE_TOKENS, timeout_s=self.timeout_s,
                            headers=self.headers)
 
     def take_reference(self) -> bool:
@@ -168,7 +169,7 @@ class StreamingProber:
     def probe(self, span_s: float | None = None) -> InstanceProbe:
         load = StreamingLoad(self.grpc_url, self.plan, concurrency=2 * self.instances,
                              duration_s=self.span_s if span_s is None else span_s, deadline_s=self.timeout_s,
-                             prompts=lambda n: (PROBE_PROMPT, PROBE_TOKENS), keep_records=100_000, keep_text=True,
+                             prompts=lambda n: (PROBE_TEXT, PROBE_TOKENS), keep_records=100_000, keep_text=True,
                              headers=self.headers)
         result = load.run()
         return judge_probe(self.model, result, self.reference, self.timeout_s)

@@ -28,15 +28,16 @@ import random
 import re
 import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from struct import error as struct_error
 from typing import Any
 
 import numpy as np
 
+from ..llm_inputs import TEXT_INPUT_NAMES, TOKEN_BUDGET_NAMES, conventional_value, is_convention, sent_when_optional
 from .stats import LatencyHistogram
 from .timeline import Timeline
 
@@ -45,27 +46,17 @@ FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
 ERROR_PAUSE_S = 0.01  # closed loop: a user whose request failed waits this long before the next one
 
-# The demo model's token function (pytest_triton_ready/demo/streaming/generate/1/model.py).
-VOCABULARY = ("the", "a", "model", "serves", "tokens", "fast", "and", "every", "request", "ends",
-              "with", "final", "flag", "stream", "of", "words", "on", "cpu", "triton", "ready")
-
-
-def expected_tokens(prompt: str | bytes, count: int) -> list[str]:
-    """The tokens the demo `generate` model answers to `prompt`."""
-    data = prompt.encode() if isinstance(prompt, str) else prompt
-    return [VOCABULARY[(zlib.crc32(data) + 7 * i + i * i) % len(VOCABULARY)] for i in range(count)]
-
-
 # -- requests -----------------------------------------------------------------------------------
-_PROMPT_NAMES = re.compile(r"prompt|text_input|text|input_text|query", re.I)
-_MAX_TOKENS_NAMES = re.compile(r"max_tokens|max_new_tokens|request_output_len|max_output_len", re.I)
+_TEXT_INPUT_NAMES = TEXT_INPUT_NAMES
+_TOKEN_BUDGET_NAMES = TOKEN_BUDGET_NAMES
 _TOKEN_OUTPUT_NAMES = re.compile(r"^(token|tokens|text_output|output_ids|output|text)$", re.I)
 
 
 @dataclass
 class StreamingPlan:
-    """How to build one model's requests and count its tokens: which input is the prompt, which the
-    token budget, which output carries the tokens. Found from the model's metadata by name."""
+    """How to build one model's requests and count its tokens: which input is the text, which the
+    token budget, which output carries the tokens (found from the model's metadata by name), and
+    what the team declared (an `inputs.data` file, value ranges, shapes)."""
 
     model: str
     prompt_input: str | None
@@ -73,38 +64,72 @@ class StreamingPlan:
     token_output: str
     inputs: list[dict[str, Any]]
     batched: bool
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    optional: set[str] = field(default_factory=set)
+    data: Any = None  # InputData
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    _entry: int = 0
 
     @classmethod
     def from_metadata(cls, model: str, metadata: Mapping[str, Any], config: Mapping[str, Any],
-                      token_output: str | None = None) -> StreamingPlan:
+                      token_output: str | None = None, declared: Any = None) -> StreamingPlan:
+        """The plan for `model`; `declared` (InputDeclarations) adds the team's data, ranges, shapes."""
+        from ..inputs import optional_inputs
+
         inputs = list(metadata.get("inputs", []))
-        prompt = next((i["name"] for i in inputs if i["datatype"] == "BYTES" and _PROMPT_NAMES.search(i["name"])), None)
+        prompt = next((i["name"] for i in inputs if i["datatype"] == "BYTES" and _TEXT_INPUT_NAMES.search(i["name"])), None)
         if prompt is None:
-            prompt = next((i["name"] for i in inputs if i["datatype"] == "BYTES"), None)
+            prompt = next((i["name"] for i in inputs if i["datatype"] == "BYTES"
+                           and not is_convention(i["name"], "BYTES")), None)
         budget = next((i["name"] for i in inputs if i["datatype"].startswith(("INT", "UINT"))
-                       and _MAX_TOKENS_NAMES.search(i["name"])), None)
+                       and _TOKEN_BUDGET_NAMES.search(i["name"])), None)
         outputs = [o["name"] for o in metadata.get("outputs", [])]
         chosen = token_output or next((o for o in outputs if _TOKEN_OUTPUT_NAMES.match(o)), outputs[0] if outputs else "")
-        return cls(model, prompt, budget, chosen, inputs, int(config.get("max_batch_size", 0)) > 0)
+        plan = cls(model, prompt, budget, chosen, inputs, int(config.get("max_batch_size", 0)) > 0,
+                   list(metadata.get("outputs", [])), optional_inputs(config))
+        if declared is not None:
+            plan.data = declared.data.get(model)
+            plan.ranges = dict(declared.ranges.get(model, {}))
+            plan.shapes = dict(declared.shapes.get(model, {}))
+        return plan
 
     def arrays(self, prompt: str, max_tokens: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """The request's tensors: the prompt and the token budget where the model has them, every
-        other input synthesized (a BOOL input named `stream` is set true)."""
+        """The request's tensors: the next `inputs.data` entry's values where declared (round-robin);
+        else the text and the token budget where the model has them, the LLM backends' conventional
+        inputs (see LLM_CONVENTIONS) set as those backends expect, optional inputs left out and
+        every other input synthesized (within `inputs.ranges`)."""
+        from ..input_data import tensor_from_value
         from ..inputs import input_shape, random_tensor
 
+        entry: Mapping[str, Any] = {}
+        where = ""
+        if self.data is not None:
+            index = self._entry % len(self.data.entries)
+            entry, where = self.data.entries[index], self.data.where(index)
+            self._entry += 1
         arrays = {}
         for spec in self.inputs:
-            shape = input_shape([int(d) for d in spec["shape"]], self.batched, 1, 1)
-            shape = [1 if d < 0 else d for d in shape]
+            dims = [int(d) for d in spec["shape"]]
             name, datatype = spec["name"], spec["datatype"]
+            if name in entry:
+                tensor = tensor_from_value(entry[name], datatype, dims[1:] if self.batched else dims,
+                                           f"{where}.{name}", self.shapes.get(name))
+                arrays[name] = tensor[np.newaxis, ...] if self.batched else tensor
+                continue
+            if name in self.optional and name not in (self.prompt_input, self.max_tokens_input) \
+                    and not sent_when_optional(name, datatype, decoupled=True):
+                continue
+            shape = input_shape(dims, self.batched, 1, 1, self.shapes.get(name))
+            shape = [1 if d < 0 else d for d in shape]
             if name == self.prompt_input:
                 arrays[name] = np.array([prompt.encode()] * int(np.prod(shape)), dtype=np.object_).reshape(shape)
             elif name == self.max_tokens_input:
                 arrays[name] = np.full(shape, max_tokens, dtype=_np_type(datatype))
-            elif datatype == "BOOL" and name.lower() == "stream":
-                arrays[name] = np.ones(shape, dtype=np.bool_)
+            elif is_convention(name, datatype):
+                arrays[name] = conventional_value(name, shape, decoupled=True, max_tokens=max_tokens)
             else:
-                arrays[name] = random_tensor(datatype, shape, rng)
+                arrays[name] = random_tensor(datatype, shape, rng, self.ranges.get(name))
         return arrays
 
 
@@ -143,15 +168,60 @@ def response_tokens(response: Any, token_output: str) -> int:
     return 0
 
 
-def decode_bytes_output(response: Any, name: str) -> list[str]:
-    """The strings of a BYTES output of one response (for verifying answers)."""
+def decode_outputs(response: Any) -> dict[str, np.ndarray]:
+    """Every output of one ModelInferResponse, decoded by its own datatype and shaped; an output
+    whose bytes do not fit its datatype and shape is left out (output_problems says so)."""
     from tritonclient.utils import deserialize_bytes_tensor
 
+    from ..inputs import numpy_dtype
+
+    decoded = {}
     for index, output in enumerate(response.outputs):
-        if output.name == name and index < len(response.raw_output_contents):
-            return [v.decode(errors="replace") if isinstance(v, bytes) else str(v)
-                    for v in deserialize_bytes_tensor(response.raw_output_contents[index]).reshape(-1)]
-    return []
+        if index >= len(response.raw_output_contents):
+            continue
+        raw = response.raw_output_contents[index]
+        shape = [int(d) for d in output.shape]
+        try:
+            if output.datatype == "BYTES":
+                values = deserialize_bytes_tensor(raw) if raw else np.array([], dtype=np.object_)
+            else:
+                values = np.frombuffer(raw, dtype=np.dtype(numpy_dtype(output.datatype)).newbyteorder("<"))
+            decoded[output.name] = values.reshape(shape)
+        except (ValueError, TypeError, struct_error):
+            continue
+    return decoded
+
+
+def _fits(dims: list[int], expected: list[int]) -> bool:
+    return len(dims) == len(expected) and all(e < 0 or e == a for e, a in zip(expected, dims, strict=False))
+
+
+def output_problems(response: Any, declared: Iterable[Mapping[str, Any]], batched: bool = False) -> list[str]:
+    """How one streamed response's outputs differ from the declared ones: undeclared names,
+    datatypes, ranks and fixed dims, and contents that do not fit their datatype and shape. A
+    batched model's response may leave out the batch dim (Triton passes decoupled responses on
+    as the model shaped them, and streaming clients read both)."""
+    specs = {o["name"]: o for o in declared}
+    problems = []
+    decoded = decode_outputs(response)
+    for output in response.outputs:
+        spec = specs.get(output.name)
+        if spec is None:
+            problems.append(f"response carries output {output.name}, which the model does not declare")
+            continue
+        if output.datatype != spec["datatype"]:
+            problems.append(f"output {output.name} is {output.datatype}, declared {spec['datatype']}")
+        dims, expected = [int(d) for d in output.shape], [int(d) for d in spec["shape"]]
+        if not (_fits(dims, expected) or (batched and _fits(dims, expected[1:]))):
+            problems.append(f"output {output.name} has shape {dims}, declared {expected}")
+        if output.name not in decoded:
+            problems.append(f"output {output.name}'s contents do not fit {output.datatype} {dims}")
+    return problems
+
+
+def _text_of(values: np.ndarray) -> list[str]:
+    return [v.decode(errors="replace") if isinstance(v, bytes) else str(v.item() if hasattr(v, "item") else v)
+            for v in values.reshape(-1)]
 
 
 def is_final(response: Any) -> bool:
@@ -175,7 +245,9 @@ class RequestRecord:
     tokens: int = 0
     final: bool = False
     error: str | None = None
-    text: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)  # the token output's values, decoded by its datatype
+    values: dict[str, list[np.ndarray]] = field(default_factory=dict)  # each output, per response
+    problems: list[str] = field(default_factory=list)  # output contract problems seen
 
     @property
     def ttft_s(self) -> float | None:
@@ -324,21 +396,21 @@ PromptSource = Callable[[int], tuple[str, int]]
 
 
 def default_prompts(max_tokens: int, seed: int | None = None) -> PromptSource:
-    """Different prompts on every request (so no cache can answer), each asking for `max_tokens`."""
-    rng = random.Random(seed)
-    words = VOCABULARY
+    """Different prompts on every request (so no cache can answer), from the shipped set
+    (prompts.py), each asking for `max_tokens`."""
+    from ..prompts import shipped_prompts
 
-    def prompt(n: int) -> tuple[str, int]:
-        return " ".join(rng.choice(words) for _ in range(8)) + f" #{n}", max_tokens
-
-    return prompt
+    return shipped_prompts(max_tokens, seed)
 
 
 class _Stream:
     """One virtual user's bidirectional stream: writes serialized, responses dispatched by id."""
 
-    def __init__(self, stub: Any, user: int, metadata: tuple, token_output: str, keep_text: bool) -> None:
+    def __init__(self, stub: Any, user: int, metadata: tuple, token_output: str, keep_text: bool,
+                 declared_outputs: list[Mapping[str, Any]] | None = None, batched: bool = False) -> None:
         self.call = stub.ModelStreamInfer(metadata=metadata or None)
+        self.declared_outputs = declared_outputs
+        self.batched = batched
         self.user = user
         self.pending: dict[str, tuple[RequestRecord, asyncio.Future]] = {}
         self.write_lock = asyncio.Lock()
@@ -391,8 +463,15 @@ class _Stream:
                     rec.tokens += tokens
                     rec.first = rec.first if rec.first is not None else now
                     rec.last_data = now
-                    if self.keep_text:
-                        rec.text.extend(decode_bytes_output(response, self.token_output))
+                if self.keep_text and response.outputs:
+                    decoded = decode_outputs(response)
+                    for name, values in decoded.items():
+                        rec.values.setdefault(name, []).append(values)
+                    if self.token_output in decoded:
+                        rec.text.extend(_text_of(decoded[self.token_output]))
+                    if self.declared_outputs is not None:
+                        rec.problems.extend(p for p in output_problems(response, self.declared_outputs, self.batched)
+                                            if p not in rec.problems)
                 if is_final(response):
                     rec.final = True
                     rec.end = now
@@ -706,11 +785,27 @@ def stream_once(grpc_url: str, plan: StreamingPlan, prompt: str, max_tokens: int
                          prompts=lambda n: (prompt, max_tokens), keep_records=1, keep_text=True, headers=headers,
                          version=version)
     request, rec = load._new_request(0, time.monotonic())
-    return send_request(grpc_url, request, plan.token_output, timeout_s=timeout_s, headers=headers, record=rec)
+    return send_request(grpc_url, request, plan.token_output, timeout_s=timeout_s, headers=headers, record=rec,
+                        declared_outputs=plan.outputs, batched=plan.batched)
+
+
+def stream_arrays(grpc_url: str, plan: StreamingPlan, arrays: Mapping[str, np.ndarray], request_id: str, *,
+                  timeout_s: float = 30.0, headers: Mapping[str, str] | None = None) -> RequestRecord:
+    """Send one request of exactly these tensors on its own stream (the same tensors can be sent
+    twice to compare the answers); the record keeps every output decoded by its datatype."""
+    request = build_request(plan.model, arrays, request_id)
+    return send_request(grpc_url, request, plan.token_output, timeout_s=timeout_s, headers=headers,
+                        declared_outputs=plan.outputs, batched=plan.batched)
+
+
+def answer_values(record: RequestRecord) -> dict[str, np.ndarray]:
+    """Each output of a streamed answer: its values over all responses, concatenated."""
+    return {name: np.concatenate([v.reshape(-1) for v in parts]) for name, parts in record.values.items() if parts}
 
 
 def send_request(grpc_url: str, request: Any, token_output: str, *, timeout_s: float = 30.0,
-                 headers: Mapping[str, str] | None = None, record: RequestRecord | None = None) -> RequestRecord:
+                 headers: Mapping[str, str] | None = None, record: RequestRecord | None = None,
+                 declared_outputs: list[Mapping[str, Any]] | None = None, batched: bool = False) -> RequestRecord:
     """Send one prebuilt ModelInferRequest on its own stream and wait for its final response, an
     error, or the timeout (then neither `final` nor `error` is set). Any request, well-formed or
     not: the record says what came back (tokens, text of a BYTES token output, the error)."""
@@ -725,12 +820,14 @@ def send_request(grpc_url: str, request: Any, token_output: str, *, timeout_s: f
 
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         async with grpc.aio.insecure_channel(grpc_url, options=options) as channel:
-            stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(channel), 0, metadata, token_output, True)
+            stream = _Stream(service_pb2_grpc.GRPCInferenceServiceStub(channel), 0, metadata, token_output, True,
+                             declared_outputs, batched)
             rec.start = time.monotonic()
             future = await stream.send(request, rec)
             try:
-                await asyncio.wait_for(future, timeout_s)
+                await asyncio.wait_for(asyncio.shield(future), timeout_s)
             except asyncio.TimeoutError:
+                stream.forget(rec)  # no final response in time: neither final nor an error
                 rec.error = None
             await stream.close(cancel=True)
             return rec
@@ -791,12 +888,17 @@ def sse_body(plan: StreamingPlan, prompt: str, max_tokens: int) -> dict[str, Any
     """A generate_stream body: the prompt and the budget by name, other scalars synthesized."""
     body: dict[str, Any] = {}
     for spec in plan.inputs:
-        if spec["name"] == plan.prompt_input:
-            body[spec["name"]] = prompt
-        elif spec["name"] == plan.max_tokens_input:
-            body[spec["name"]] = max_tokens
-        elif spec["datatype"] == "BOOL":
-            body[spec["name"]] = spec["name"].lower() == "stream"
+        name = spec["name"]
+        if name == plan.prompt_input:
+            body[name] = prompt
+        elif name == plan.max_tokens_input:
+            body[name] = max_tokens
+        elif is_convention(name, spec["datatype"]) and (name not in plan.optional
+                                                       or sent_when_optional(name, spec["datatype"], True)):
+            value = conventional_value(name, [1], decoupled=True, max_tokens=max_tokens).reshape(-1)[0]
+            body[name] = value.decode() if isinstance(value, bytes) else bool(value)
+        elif spec["datatype"] == "BOOL" and name not in plan.optional:
+            body[name] = False
     return body
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .requests import RequestPool
+from .requests import PreparedRequest, RequestPool, SequencePlan
 from .server_side import ServerProbe, ServerSnapshot, ServerWindow, window_delta
 from .stats import Stats, Tally, merged
 from .timeline import Timeline
@@ -247,6 +247,7 @@ class Traffic:
         self._draining = False  # the traffic stopped: answers still arriving are not counted
         self.timed_out = 0
         self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
+        self._slot_locks: dict[tuple[str, int], asyncio.Lock] = {}  # sequence slots shared by closed workers
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -282,7 +283,7 @@ class Traffic:
         if plan.warmup_s and self.probe is not None:
             self._loop.call_later(plan.warmup_s, self._snapshot_at_warmup_end)
         if plan.mode == "closed":
-            senders = [self._closed_worker(plan.pools[m]) for m in models for _ in range(plan.concurrency.get(m, 1))]
+            senders = [self._closed_worker(plan.pools[m], w) for m in models for w in range(plan.concurrency.get(m, 1))]
         elif plan.mode == "open":
             rng = random.Random(plan.seed)
             senders = [self._open_scheduler(plan.pools[m], plan.rates[m], rng) for m in models]
@@ -393,13 +394,15 @@ class Traffic:
         if self.stop_when is not None and self.stop_when(list(self.windows)):
             self._stop.set()
 
-    async def _one(self, pool: RequestPool, i: int, since: float) -> None:
+    async def _one(self, pool: RequestPool, i: int, since: float, request: PreparedRequest | None = None,
+                   on_done: Callable[[], Any] | None = None) -> str | None:
         self._in_flight += 1
         self._sent += 1
         number = self._sent
         self._outstanding[number] = (pool.model, time.monotonic())
+        error: str | None = None
         try:
-            error = await self.sender.send(pool, pool.take(i), self.counter_base + number)
+            error = await self.sender.send(pool, request or pool.take(i), self.counter_base + number)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a transport bug is an error of this request, not of the run
@@ -407,22 +410,52 @@ class Traffic:
         finally:
             self._in_flight -= 1
             self._outstanding.pop(number, None)
+            if on_done is not None:
+                on_done()
         if number in self._given_up:  # already counted as a timeout
             self._given_up.discard(number)
-            return
+            return error
         if self._draining:  # answered after the measurement ended: not part of it
-            return
+            return error
         now = time.monotonic()
         if error is None:
             self.recorder.ok(pool.model, now, now - since)
         else:
             self.recorder.error(pool.model, now, error)
+        return error
 
-    async def _closed_worker(self, pool: RequestPool) -> None:
+    async def _closed_worker(self, pool: RequestPool, worker: int = 0) -> None:
+        sequences = getattr(pool, "sequences", None)
+        if sequences is not None:
+            await self._sequence_worker(pool, sequences, worker)
+            return
         i = random.randrange(len(pool.requests))
         while not self._stop.is_set():
             await self._one(pool, i, time.monotonic())
             i += 1
+
+    async def _sequence_worker(self, pool: RequestPool, sequences: SequencePlan, worker: int) -> None:
+        """Whole sequences, one request in flight: START, the middle steps, END on one correlation
+        id, then the next sequence. Workers beyond the model's live-sequence limit share a slot
+        in turn. A sequence cut by the stop still gets its END step (answered, not counted)."""
+        slot = worker % sequences.live
+        lock = self._slot_locks.setdefault((pool.model, slot), asyncio.Lock())
+        n = worker
+        while not self._stop.is_set():
+            async with lock:
+                if self._stop.is_set():  # waited for the slot past the stop: no new sequence
+                    return
+                cid = sequences.correlation_id(self.counter_base)
+                length = len(sequences.steps[n % len(sequences.steps)])
+                for k in range(length):
+                    if self._stop.is_set() and k:
+                        await self._one(pool, 0, time.monotonic(), sequences.request(n, k, cid, last=True))
+                        break
+                    error = await self._one(pool, 0, time.monotonic(), sequences.request(n, k, cid))
+                    if error is not None and k < length - 1:  # the sequence is broken: end it, start anew
+                        await self._one(pool, 0, time.monotonic(), sequences.request(n, k, cid, last=True))
+                        break
+            n += sequences.live
 
     async def _open_scheduler(self, pool: RequestPool, rate: float, rng: random.Random) -> None:
         if rate <= 0:
@@ -431,6 +464,8 @@ class Traffic:
         due = time.monotonic()
         i = 0
         plan = self.plan
+        sequences = getattr(pool, "sequences", None)
+        cursors = _SequenceCursors(sequences, self.counter_base) if sequences is not None else None
         while not self._stop.is_set():
             now = time.monotonic()
             if due > now:
@@ -439,7 +474,39 @@ class Traffic:
             while due <= now:
                 if self._in_flight >= plan.max_in_flight or now - due > plan.late_drop_s:
                     self.recorder.drop(pool.model, now)
+                elif cursors is not None:  # the arrival is the next step of an idle live sequence
+                    taken = cursors.take()
+                    if taken is None:
+                        self.recorder.drop(pool.model, now)
+                    else:
+                        cursor, request = taken
+                        self._spawn(self._one(pool, i, due, request, on_done=lambda c=cursor: cursors.release(c)))
                 else:
                     self._spawn(self._one(pool, i, due))
                     i += 1
                 due += rng.expovariate(rate) if plan.poisson else interval
+
+
+class _SequenceCursors:
+    """Open loop on a sequence model: `live` sequences, each advanced one step per arrival while no
+    request of it is in flight (an arrival that finds every live sequence busy is dropped)."""
+
+    def __init__(self, sequences: SequencePlan, base: int) -> None:
+        self.sequences = sequences
+        self.base = base
+        self.idle: deque[list] = deque([[n, 0, sequences.correlation_id(base)] for n in range(sequences.live)])
+
+    def take(self) -> tuple[list, PreparedRequest] | None:
+        if not self.idle:
+            return None
+        cursor = self.idle.popleft()
+        n, k, cid = cursor
+        return cursor, self.sequences.request(n, k, cid)
+
+    def release(self, cursor: list) -> None:
+        n, k, _ = cursor
+        if k + 1 >= len(self.sequences.steps[n % len(self.sequences.steps)]):
+            cursor[:] = [n + self.sequences.live, 0, self.sequences.correlation_id(self.base)]
+        else:
+            cursor[1] = k + 1
+        self.idle.append(cursor)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .malformed import ACCEPTED, CLEAN, NO_ANSWER, UNKNOWN_MODEL
 
-GOOD_PROMPT = "is this request well formed"
+GOOD_TEXT = "is this request well formed"
 GOOD_TOKENS = 4
 
 
@@ -60,7 +60,7 @@ class StreamCaseAnswer:
 def good_request(plan: Any, request_id: str = "sec3-good") -> Any:
     from ..load.streaming import build_request
 
-    return build_request(plan.model, plan.arrays(GOOD_PROMPT, GOOD_TOKENS, np.random.default_rng(0)), request_id)
+    return build_request(plan.model, plan.arrays(GOOD_TEXT, GOOD_TOKENS, np.random.default_rng(0)), request_id)
 
 
 def streaming_cases(plan: Any, config: dict[str, Any], oversize_bytes: int) -> list[StreamCase]:
@@ -105,7 +105,7 @@ def streaming_cases(plan: Any, config: dict[str, Any], oversize_bytes: int) -> l
     case("raw bytes cut short", f"{template.inputs[last].name}: {len(template.raw_input_contents[last]) // 2} of "
                                 f"{len(template.raw_input_contents[last])} bytes", truncated)
     if plan.prompt_input is not None:
-        arrays = plan.arrays(GOOD_PROMPT, GOOD_TOKENS, np.random.default_rng(0))
+        arrays = plan.arrays(GOOD_TEXT, GOOD_TOKENS, np.random.default_rng(0))
         shape = list(arrays[plan.prompt_input].shape)
         arrays[plan.prompt_input] = np.array([b"x" * oversize_bytes], dtype=np.object_).reshape(shape)
         cases.append(StreamCase("oversize payload", plan.model,
