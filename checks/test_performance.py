@@ -19,21 +19,25 @@ from pytest_triton_ready.load.curve import (
     shape_problems,
 )
 from pytest_triton_ready.load.profile import profile
-from pytest_triton_ready.models import defer_to_streaming, ready_decoupled_models, ready_models
+from pytest_triton_ready.models import defer_to_streaming, note_left_out, ready_decoupled_models, ready_models
 from pytest_triton_ready.plan import require_allowed
 from pytest_triton_ready.report import progress
 
 pytestmark = pytest.mark.usefixtures("triton")
 
 
-def _profiles(triton):
+def _profiles(triton, check=None):
+    if check is not None:
+        note_left_out(check, triton)
     models = ready_models(triton)
-    return [profile(triton.settings, m, triton.client.model_config(m)) for m in models]
+    return [profile(triton.settings, m, triton.client.model_config(m), triton.client.model_config) for m in models]
 
 
-def _record_server_side(check, measurement, model):
+def _record_server_side(check, measurement, model, steps=()):
     if measurement.server is not None and measurement.server.mixed_servers:
         check.finding(measurement.server.mixed_servers, severity="warning", model=model)
+    if steps:
+        _record_steps(check, measurement, model, list(steps))
     server = measurement.server_model
     if server is None:
         return
@@ -49,6 +53,34 @@ def _record_server_side(check, measurement, model):
         check.measure("pending requests (last window)", server.pending_requests, "requests", model=model)
     if server.queue_share is not None:
         check.measure("queue share of server latency", round(server.queue_share, 3), "ratio", model=model)
+
+
+def _record_steps(check, measurement, model, steps):
+    """An ensemble's or BLS model's composing models: queue and compute time per request over the
+    same windows (as perf_analyzer reports them), and the slowest step named."""
+    from pytest_triton_ready.pipelines import bottleneck, step_times
+
+    times = step_times(measurement.server, steps)
+    for step in times:
+        if step.queue_us is not None:
+            check.measure(f"step {step.model} queue time per request", round(step.queue_us, 1), "us", model=model)
+        if step.compute_us is not None:
+            check.measure(f"step {step.model} compute time per request", round(step.compute_us, 1), "us", model=model)
+        if step.failed:
+            swallowed = not measurement.stats.errors
+            check.finding(f"{model}: its composing model {step.model} failed {step.failed} of {step.requests} "
+                          "requests during the measurement" + (f", yet {model} answered every request without an "
+                                                               "error: the error is swallowed" if swallowed else ""),
+                          model=model, rule="pipeline-step-failed")
+    missing = [s for s in steps if s not in {t.model for t in times}]
+    if missing and measurement.server is not None and not measurement.server.mixed_servers:
+        check.finding(f"{model}: no statistics for the composing model(s) {', '.join(missing)}: their share of "
+                      "the latency is unknown", severity="warning", model=model)
+    slowest = bottleneck(times)
+    if slowest is not None:
+        check.measure("bottleneck step", slowest.model, model=model)
+        check.finding(f"{model}: the slowest step is {slowest.describe()}", severity="info", model=model,
+                      rule="pipeline-bottleneck")
 
 
 def _untrusted(check, reason):
@@ -75,7 +107,7 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check, triton_facts):
     Publishes each model's target load as `triton_facts["perf.target"]` (PERF-5 measures there again).
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_slo_at_target_load
     measures TTFT, ITL and tokens/s at the target load."""
-    profiles = _profiles(triton)
+    profiles = _profiles(triton, check)
     defer_to_streaming(check, triton, "test_streaming_slo_at_target_load (PERF-1)",
                        "measures TTFT, ITL and output tokens/s at the target load against the streaming SLO",
                        [p.model for p in profiles])
@@ -141,7 +173,7 @@ def _benchmark(load, check, health, profiles, targets):
                                   f"{prof.min_throughput:g} infer/s target ({stats.dropped} dropped)")
         if stats.client_cpu_us_per_request is not None:
             check.measure("client CPU per request", round(stats.client_cpu_us_per_request, 1), "us", model=model)
-        _record_server_side(check, measurement, model)
+        _record_server_side(check, measurement, model, prof.steps)
     if check.errors and not health.deaths:
         check.recommend("Find the slowest stage in the server times above: queue time means too few instances "
                         "or too long max_queue_delay_microseconds; compute time means a slower model than the SLO allows.")
@@ -161,7 +193,7 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     of its points (or two) stable and valid makes the check INCOMPLETE and publishes no capacity.
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_tokens_and_ttft_curve
     sweeps streams and publishes their capacity."""
-    profiles = _profiles(triton)
+    profiles = _profiles(triton, check)
     defer_to_streaming(check, triton, "test_streaming_tokens_and_ttft_curve (PERF-2)",
                        "sweeps concurrent streams and publishes the output tokens/s capacity within the TTFT SLO",
                        [p.model for p in profiles])
@@ -345,7 +377,7 @@ def _stress(load, check, health, batched):
         if advice:
             check.finding(f"{model}: {advice[0]}", severity="warning" if batch > min_batch.value else "error", model=model)
             check.recommend(f"{model}: {advice[1]}")
-        _record_server_side(check, measurement, model)
+        _record_server_side(check, measurement, model, prof.steps)
     return untrusted
 
 

@@ -35,6 +35,20 @@ def http_status(url: str, timeout_s: float = 2.0) -> int | None:
         return None
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """Whether a transport error is a timeout (socket, gevent, or gRPC's DEADLINE_EXCEEDED)."""
+    reason = getattr(exc, "reason", exc)
+    status = getattr(exc, "status", None)
+    text = f"{status() if callable(status) else status or ''} {reason}".lower()
+    return isinstance(reason, TimeoutError) or "timed out" in text or "deadline" in text or "timeout" in text
+
+
+def unanswered(model: str, timeout_s: float, live: bool) -> str:
+    """The cause of a request that got no answer in time: the model, when the server is live."""
+    state = "server live" if live else "the server does not answer /v2/health/live either"
+    return f"{model} did not answer within {timeout_s:g} s ({state})"
+
+
 class TritonUnreachable(ConnectionError):
     """The server does not answer at all; the message is the one line a user sees."""
 
@@ -184,14 +198,22 @@ class TritonClient:
                 **({"timeout": int(self.timeout_s * 1e6)} if protocol == "http" else {"client_timeout": self.timeout_s}),
             )
         except InferenceServerException as exc:
-            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=exc.message())
+            error = exc.message()
+            if is_timeout(exc):
+                error = unanswered(model, self.timeout_s, self._live_now())
+            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=error)
         except (OSError, ConnectionError) as exc:
-            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs,
-                                error=describe_connection_error(self.http_url, exc))
+            error = (unanswered(model, self.timeout_s, self._live_now()) if is_timeout(exc)
+                     else describe_connection_error(self.http_url, exc))
+            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=error)
         latency = time.perf_counter() - started
         response = result.get_response()
         names = [o["name"] for o in response["outputs"]] if isinstance(response, dict) else [o.name for o in response.outputs]
         return InferOutcome(model, True, latency, {n: result.as_numpy(n) for n in names}, inputs)
+
+    def _live_now(self) -> bool:
+        """/v2/health/live on a fresh connection (the client's own may still wait on the lost answer)."""
+        return http_status(self.http_url + "/v2/health/live", timeout_s=min(self.timeout_s, 5.0)) == 200
 
     @property
     def grpc(self):

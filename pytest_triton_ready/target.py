@@ -8,6 +8,7 @@ from pathlib import Path
 from .client import TritonClient, TritonUnreachable
 from .launchers import Endpoints, Launcher, LaunchError
 from .metrics import MetricsSnapshot, scrape
+from .models import InitialState, read_initial_state
 from .settings import Settings
 
 
@@ -59,6 +60,7 @@ class Target:
             endpoints.http_url, endpoints.grpc_url, settings.headers, settings.triton_request_timeout,
             settings.triton_dynamic_dim, settings.input_shapes,
         )
+        self.initial_state = InitialState()  # read by open(), before the first check
 
     @classmethod
     def open(cls, settings: Settings) -> Target:
@@ -75,6 +77,7 @@ class Target:
         target = cls(settings, launcher, endpoints)
         try:
             target.client.probe()
+            target.initial_state = read_initial_state(target.client, getattr(launcher, "failed_models", None))
         except TritonUnreachable:
             launcher.cleanup()
             raise

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..client import http_status
 from ..load.streaming import stream_once
-from ..models import instance_count, is_decoupled
+from ..models import initial_state_of, instance_count, is_decoupled
 from .experiment import Experiment, one_line, run_experiment
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .plan import FaultPlan
@@ -228,8 +228,10 @@ class FaultInjector:
                 launcher.start()
             except Exception as exc:
                 return f"the server could not be started again: {exc}"
-        if wait_until(lambda: self.client.ready(), timeout, 0.2) is None:
-            return f"the server was not ready again within {timeout:.0f} s"
+        initial = initial_state_of(self.target)  # a server ready 400 from the start is restored when back as it was
+        if wait_until(lambda: initial.restored(self.client), timeout, 0.2) is None:
+            return f"the server was not ready again within {timeout:.0f} s" + (
+                "" if initial.ready else " (as it was at the start: live, with the same models READY)")
         if model is None:
             return None
         prober = self.prober(model)
