@@ -20,6 +20,7 @@ from pytest_triton_ready.load.curve import (
 )
 from pytest_triton_ready.load.profile import profile
 from pytest_triton_ready.models import defer_to_streaming, note_left_out, ready_decoupled_models, ready_models
+from pytest_triton_ready.pipelines import step_times
 from pytest_triton_ready.plan import require_allowed
 from pytest_triton_ready.report import progress
 
@@ -58,7 +59,7 @@ def _record_server_side(check, measurement, model, steps=()):
 def _record_steps(check, measurement, model, steps):
     """An ensemble's or BLS model's composing models: queue and compute time per request over the
     same windows (as perf_analyzer reports them), and the slowest step named."""
-    from pytest_triton_ready.pipelines import bottleneck, step_times
+    from pytest_triton_ready.pipelines import bottleneck
 
     times = step_times(measurement.server, steps)
     for step in times:
@@ -66,12 +67,7 @@ def _record_steps(check, measurement, model, steps):
             check.measure(f"step {step.model} queue time per request", round(step.queue_us, 1), "us", model=model)
         if step.compute_us is not None:
             check.measure(f"step {step.model} compute time per request", round(step.compute_us, 1), "us", model=model)
-        if step.failed:
-            swallowed = not measurement.stats.errors
-            check.finding(f"{model}: its composing model {step.model} failed {step.failed} of {step.requests} "
-                          "requests during the measurement" + (f", yet {model} answered every request without an "
-                                                               "error: the error is swallowed" if swallowed else ""),
-                          model=model, rule="pipeline-step-failed")
+    _step_failures(check, measurement, model, times)
     missing = [s for s in steps if s not in {t.model for t in times}]
     if missing and measurement.server is not None and not measurement.server.mixed_servers:
         check.finding(f"{model}: no statistics for the composing model(s) {', '.join(missing)}: their share of "
@@ -81,6 +77,18 @@ def _record_steps(check, measurement, model, steps):
         check.measure("bottleneck step", slowest.model, model=model)
         check.finding(f"{model}: the slowest step is {slowest.describe()}", severity="info", model=model,
                       rule="pipeline-bottleneck")
+
+
+def _step_failures(check, measurement, model, times) -> bool:
+    """An error finding for each composing model that failed requests during the measurement
+    (said to be swallowed where the pipeline itself answered without errors); True if any did."""
+    for step in (t for t in times if t.failed):
+        swallowed = not measurement.stats.errors
+        check.finding(f"{model}: its composing model {step.model} failed {step.failed} of {step.requests} "
+                      "requests during the measurement" + (f", yet {model} answered every request without an "
+                                                           "error: the error is swallowed" if swallowed else ""),
+                      model=model, rule="pipeline-step-failed")
+    return any(t.failed for t in times)
 
 
 def _untrusted(check, reason):
@@ -228,7 +236,7 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                                 max_concurrency=cap or int(check.threshold("curve_search_max_concurrency").value),
                                 min_gain=check.threshold("curve_min_gain").value)
         points = []
-        died = False
+        died = step_failed = False
         while (concurrency := search.next_level(points)) is not None:
             progress.step(f"{model}: concurrency {concurrency} (point {len(points) + 1}, "
                           f"search bound {search.max_concurrency})")
@@ -237,6 +245,8 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                 died = True  # the rest of the curve would measure a broken model
                 break
             points.append(CurvePoint.measured(concurrency, m))
+            if prof.steps and not step_failed:
+                step_failed = _step_failures(check, m, model, step_times(m.server, list(prof.steps)))
             if m.problem():
                 check.finding(f"{model}: concurrency {concurrency}: {m.problem()}", severity="warning", model=model)
         points.sort(key=lambda p: p.concurrency)
@@ -257,8 +267,8 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
             check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
             check.load_point(p.for_report(model))
-        if died:
-            capacities.pop(model, None)  # no capacity is published for a model that lost an instance
+        if died or step_failed:
+            capacities.pop(model, None)  # no capacity for a model that lost an instance or whose steps fail
             continue
         if not enough_trusted(points):
             incomplete.append(f"{model}: only {len(trusted)} of {len(points)} curve points are stable and valid")

@@ -132,7 +132,7 @@ def read_initial_state(client: Any, failed_reasons: dict[str, str] | None = None
             continue
         reason = entry.get("reason") or (failed_reasons or {}).get(name) or (
             "never loaded: its config failed to parse or validate" if state is None else "the server gave no reason")
-        not_ready.setdefault(name, f"{state or 'NOT LOADED'}: {reason}")
+        not_ready.setdefault(name, f"{state or 'NOT LOADED'}: {reason.strip().splitlines()[0]}")  # no traceback
     ready = {e["name"] for e in index if e.get("state") == "READY"}
     not_ready = {m: why for m, why in not_ready.items() if m not in ready}  # another version serves
     try:

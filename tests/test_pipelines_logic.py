@@ -263,3 +263,18 @@ def test_the_shutdown_log_names_the_model_that_stayed_loaded():
     assert read_shutdown_log(log.replace("Found 3 live", "Found 0 live").replace("Found 1 live", "Found 0 live"),
                              "mlp").still_loaded == ()
 
+
+
+def test_an_ensemble_triton_refused_is_named_with_the_servers_reason_from_its_log():
+    from pytest_triton_ready.server_log import model_load_failures
+
+    # seen on Triton 2.51 with tests/repositories/pipelines
+    log = ('E1201 20:34:38.564379 5255 model_repository_manager.cc:703] "Invalid argument: ensemble '
+           'pipeline_missing_step contains models that are not available or ambiguous: not_in_repository"\n'
+           'E1201 20:34:46.510761 5255 model_repository_manager.cc:703] "Invalid argument: in ensemble '
+           'pipeline_wrong_tensor, ensemble tensor scaled is mapping to non-existing input VALUES in model classify"\n')
+    assert model_load_failures(log) == {
+        "pipeline_missing_step": "Invalid argument: ensemble pipeline_missing_step contains models that are not "
+                                 "available or ambiguous: not_in_repository",
+        "pipeline_wrong_tensor": "Invalid argument: in ensemble pipeline_wrong_tensor, ensemble tensor scaled is "
+                                 "mapping to non-existing input VALUES in model classify"}

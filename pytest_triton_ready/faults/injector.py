@@ -98,10 +98,12 @@ class FaultInjector:
     def choose_model(self) -> str | None:
         """The model the experiments break: `faults.model`, else the first READY stateless model
         in scope, python backend and most instances first (a stub can be killed, one instance of
-        several can fail)."""
+        several can fail), a top-level model before a step of an ensemble or BLS pipeline (whose
+        fault would break the pipelines too)."""
         ready = {e["name"] for e in self.client.repository_index() if e.get("state") == "READY"}
         if self.plan.model:
             return self.plan.model if self.plan.model in ready else None
+        steps = self.pipeline_steps()
         candidates = []
         for model in self.target.models():
             if model not in ready:
@@ -109,8 +111,20 @@ class FaultInjector:
             config = self.client.model_config(model)
             if "sequence_batching" in config or (config.get("model_transaction_policy") or {}).get("decoupled"):
                 continue
-            candidates.append((config.get("backend") != "python", -instance_count(config), model))
-        return min(candidates)[2] if candidates else None
+            candidates.append((config.get("backend") != "python", model in steps, -instance_count(config), model))
+        return min(candidates)[-1] if candidates else None
+
+    def pipeline_steps(self) -> dict[str, list[str]]:
+        """Each READY model in scope that is a step of an ensemble or BLS model in scope -> those pipelines."""
+        from ..pipelines import composing_models
+
+        ready = {e["name"] for e in self.client.repository_index() if e.get("state") == "READY"}
+        bls = getattr(self.target.settings, "bls_composing", {}) or {}
+        through: dict[str, list[str]] = {}
+        for model in (m for m in self.target.models() if m in ready):
+            for step in composing_models(model, self.client.model_config, bls):
+                through.setdefault(step, []).append(model)
+        return through
 
     def choose_streaming_model(self) -> str | None:
         """The decoupled model the experiments break where no stateless unary model is in scope:
