@@ -9,7 +9,7 @@ and served as written. CFG-4: GPU memory, host memory and the pinned pool once e
 import numpy as np
 import pytest
 
-from pytest_triton_ready.models import defer_to_streaming, initial_state_of, ready_models, ready_names
+from pytest_triton_ready.models import defer_to_streaming, initial_state_of, ready_models, ready_names, served_as
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -78,6 +78,9 @@ def test_models_answer_inference(triton, check):
                        "sends them streamed requests and checks every answer's output and final flag", models)
     if not models:
         check.incomplete("no READY model to send an inference to")
+    served = served_as(triton, models)
+    if models:
+        check.evidence("models and versions sent to", "; ".join(served.values()))
     for model in models:
         steps = composing_models(model, client.model_config, triton.settings.bls_composing)
         before = step_failures(client, steps)
@@ -86,9 +89,10 @@ def test_models_answer_inference(triton, check):
         for step, failed in failures_between(before, step_failures(client, steps)).items():
             check.finding(f"{model}: its composing model {step} failed {failed} request(s) during {model}'s "
                           f"inference" + (", yet the model answered without an error: the error is swallowed"
-                                          if outcome.ok else ""), model=model, rule="pipeline-step-failed")
+                                          if outcome.ok else "") + f"; sent to {served[model]}", model=model,
+                          rule="pipeline-step-failed")
         if not outcome.ok:
-            check.finding(f"{model}: inference failed: {outcome.error}", model=model)
+            check.finding(f"{model}: inference failed: {outcome.error}; sent to {served[model]}", model=model)
             check.evidence(f"{model} error", outcome.error or "")
             continue
         for problem in output_mismatches(client.model_metadata(model), client.model_config(model), outcome.outputs):

@@ -19,7 +19,7 @@ from pytest_triton_ready.load.curve import (
     shape_problems,
 )
 from pytest_triton_ready.load.profile import profile
-from pytest_triton_ready.models import defer_to_streaming, note_left_out, ready_decoupled_models, ready_models
+from pytest_triton_ready.models import defer_to_streaming, note_left_out, ready_decoupled_models, ready_models, served_as
 from pytest_triton_ready.pipelines import step_times
 from pytest_triton_ready.plan import require_allowed
 from pytest_triton_ready.report import progress
@@ -28,9 +28,11 @@ pytestmark = pytest.mark.usefixtures("triton")
 
 
 def _profiles(triton, check=None):
+    models = ready_models(triton)
     if check is not None:
         note_left_out(check, triton)
-    models = ready_models(triton)
+        if models:
+            check.evidence("models and versions measured", "; ".join(served_as(triton, models).values()))
     return [profile(triton.settings, m, triton.client.model_config(m), triton.client.model_config) for m in models]
 
 
@@ -315,10 +317,13 @@ def test_dynamic_batching_under_stress(triton, load, check, triton_facts):
     """At the saturation concurrency (2 x max_batch_size x instances) a dynamically batched model
     forms batches larger than 1 (near its preferred sizes when set); the queue share of latency is
     reported with the parameter to move when it is above batching_queue_share_max. Decoupled
-    models are not driven here: where they are the only batched ones, INCOMPLETE says so."""
+    models are not driven here: where they are the only batched ones, INCOMPLETE says so. An
+    ensemble is not judged itself (it has no scheduler of its own): its steps are, as models.
+    """
     require_allowed(check, triton.settings, "saturate", "the batching check drives every batched model to saturation")
     settings = triton.settings
-    profiles = [p for p in _profiles(triton) if p.max_batch_size > 0 and not p.sequence]
+    # an ensemble has no scheduler of its own: its steps batch, and are measured as models of their own
+    profiles = [p for p in _profiles(triton) if p.max_batch_size > 0 and not p.sequence and p.pipeline != "ensemble"]
     streamed = [m for m in ready_decoupled_models(triton) if "dynamic_batching" in triton.client.model_config(m)]
     if not profiles and streamed:
         check.incomplete(f"{', '.join(streamed)}: decoupled with dynamic batching, and this check drives unary "

@@ -157,3 +157,20 @@ def note_left_out(check: Any, target: Any) -> None:
     if left:
         check.finding("left out, not READY when the run started (CFG-1 names them): " + "; ".join(
             f"{m} ({state.not_ready[m]})" for m in left), severity="info")
+
+
+def served_versions(client: Any) -> dict[str, list[str]]:
+    """Each model's READY versions in the repository index, as the server lists them."""
+    versions: dict[str, list[str]] = {}
+    for entry in client.repository_index():
+        if entry.get("state") == "READY":
+            versions.setdefault(entry["name"], []).append(str(entry.get("version", "?")))
+    return versions
+
+
+def served_as(target: Any, models: list[str]) -> dict[str, str]:
+    """For findings from a model's traffic, what was read: 'M version V on Triton X' per model
+    (the versions READY now, the server version read at the start)."""
+    versions = served_versions(target.client)
+    server = initial_state_of(target).server_version
+    return {m: f"{m} version {', '.join(versions.get(m, ['?']))} on Triton {server}" for m in models}

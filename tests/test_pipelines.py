@@ -71,7 +71,7 @@ def test_pipelines_healthy_twins_pass_and_broken_twins_fail_naming_the_model(run
     answers = _errors(run.result("test_models_answer_inference"))
     assert {f["model"] for f in answers} == {"bls_swallows_error"}
     assert "composing model preprocess failed 1 request(s)" in answers[0]["message"]
-    assert "the error is swallowed" in answers[0]["message"]
+    assert answers[0]["message"].endswith("the error is swallowed; sent to bls_swallows_error version 1 on Triton 2.51.0")
 
     for check in ("test_benchmark_meets_slo_at_target_load", "test_throughput_latency_curve"):
         result = run.result(check)
@@ -100,5 +100,5 @@ def test_a_model_that_never_answers_is_named_with_the_server_live(run_checklist)
     answers = _errors(run.result("test_models_answer_inference"))
     assert [f["model"] for f in answers] == ["never_answers"]
     assert answers[0]["message"] == ("never_answers: inference failed: never_answers did not answer within 2 s "
-                                     "(server live)")
+                                     "(server live); sent to never_answers version 1 on Triton 2.51.0")
     assert "cannot reach Triton" not in str(run.result("test_models_answer_inference"))

@@ -278,3 +278,31 @@ def test_an_ensemble_triton_refused_is_named_with_the_servers_reason_from_its_lo
                                  "available or ambiguous: not_in_repository",
         "pipeline_wrong_tensor": "Invalid argument: in ensemble pipeline_wrong_tensor, ensemble tensor scaled is "
                                  "mapping to non-existing input VALUES in model classify"}
+
+
+def test_findings_from_a_models_traffic_name_the_version_served_and_the_server_version():
+    from pytest_triton_ready.models import served_as
+
+    target = SimpleNamespace(client=_Client(INDEX + [{"name": "good", "version": "2", "state": "READY"}]),
+                             initial_state=read_initial_state(_Client(INDEX, version="2.51.0")))
+    assert served_as(target, ["good", "gone"]) == {"good": "good version 1, 2 on Triton 2.51.0",
+                                                   "gone": "gone version ? on Triton 2.51.0"}
+
+
+def test_faults_break_a_top_level_model_before_a_pipeline_step_and_watch_the_right_readiness():
+    from pytest_triton_ready.faults.injector import FaultInjector, _readiness_path
+
+    configs = {"pipeline": _ensemble("preprocess", "classify"), "bls": {"backend": "python"},
+               "preprocess": {"backend": "python", "instance_group": [{"count": 4}]},
+               "classify": {"backend": "python"}}
+    index = [{"name": m, "version": "1", "state": "READY"} for m in configs]
+    client = SimpleNamespace(repository_index=lambda: index, model_config=lambda m: configs[m])
+    target = SimpleNamespace(client=client, models=lambda: sorted(configs), launcher=None,
+                             settings=SimpleNamespace(bls_composing={"bls": ["classify"]}))
+    injector = FaultInjector.__new__(FaultInjector)
+    injector.target, injector.plan = target, SimpleNamespace(model=None)
+    assert injector.pipeline_steps() == {"preprocess": ["pipeline"], "classify": ["bls", "pipeline"]}
+    assert injector.choose_model() == "bls"  # preprocess has more instances, but is a step of pipeline
+    assert _readiness_path(SimpleNamespace(), "bls") == "/v2/health/ready"
+    started_400 = SimpleNamespace(initial_state=InitialState(ready_status=400))
+    assert _readiness_path(started_400, "bls") == "/v2/models/bls/ready"

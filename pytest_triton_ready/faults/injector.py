@@ -648,8 +648,9 @@ class ServerRestart(_InjectorExperiment):
             return
         outcome.kill_s = time.monotonic() - killed
         outcome.left_behind = still_running(self.before) if self.before else None
+        ready_path = _readiness_path(injector.target, self.model)
         watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live", 1.0) == 200,
-                           "ready": lambda: http_status(f"{http}/v2/health/ready", 1.0) == 200,
+                           "ready": lambda: http_status(f"{http}{ready_path}", 1.0) == 200,
                            "first correct inference": self._correct_inference}, on_first=traffic.event)
         traffic.event("restart")
         watcher.start()
@@ -712,7 +713,8 @@ class GracefulShutdown(_InjectorExperiment):
     def fault(self, traffic: Any) -> None:
         injector, outcome = self.injector, self.outcome
         http = injector.target.endpoints.http_url
-        watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready", 1.0) != 200,
+        ready_path = _readiness_path(injector.target, self.model)
+        watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}{ready_path}", 1.0) != 200,
                            "exited": self.exited}, on_first=traffic.event)
         outcome.in_flight_at_sigterm = traffic.in_flight
         self.note_fault(traffic, "SIGTERM")
@@ -782,3 +784,10 @@ def _server_answered(exc: BaseException) -> bool:
 
 
 _one_line = one_line
+
+
+def _readiness_path(target: Any, model: str) -> str:
+    """The endpoint whose 200 means "ready" for a restart or shutdown watch: /v2/health/ready, or,
+    where it was not 200 when the run started (a model that failed to load keeps strict
+    readiness at 400), the experiment's model's own ready endpoint."""
+    return "/v2/health/ready" if initial_state_of(target).ready else f"/v2/models/{model}/ready"
