@@ -53,6 +53,16 @@ class TritonUnreachable(ConnectionError):
     """The server does not answer at all; the message is the one line a user sees."""
 
 
+class UnansweredRequest(ConnectionError):
+    """The server is live but one request got no answer within the request timeout; the message
+    names the model the request was for."""
+
+
+def _model_in_path(path: str) -> str | None:
+    parts = path.split("/")
+    return parts[3] if len(parts) > 3 and parts[1:3] == ["v2", "models"] and parts[3] else None
+
+
 @dataclass
 class InferOutcome:
     """One inference: the outputs by name, or the error the server (or transport) gave."""
@@ -105,7 +115,8 @@ class TritonClient:
 
     def raw(self, path: str, method: str = "GET", body: bytes | None = None,
             headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
-        """One raw HTTP request: (status, body). Raises TritonUnreachable when nothing answers."""
+        """One raw HTTP request: (status, body). Raises TritonUnreachable when nothing answers, and
+        UnansweredRequest when the server is live but this request timed out."""
         request = urllib.request.Request(
             self.http_url + path, data=body, method=method, headers={**self.headers, **(headers or {})}
         )
@@ -115,6 +126,10 @@ class TritonClient:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
         except (urllib.error.URLError, OSError) as exc:
+            if is_timeout(exc) and self._live_now():
+                model = _model_in_path(path)
+                raise UnansweredRequest(unanswered(model, self.timeout_s, True) if model else
+                                        f"{method} {path} got no answer within {self.timeout_s:g} s (server live)") from None
             raise TritonUnreachable(describe_connection_error(self.http_url, exc)) from None
 
     # -- health and metadata -------------------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import TEST_REPOSITORIES
-from pytest_triton_ready.client import TritonClient, is_timeout, unanswered
+from pytest_triton_ready.client import TritonClient, UnansweredRequest, is_timeout, unanswered
 from pytest_triton_ready.load.server_side import ModelWindow, ServerProbe, ServerWindow
 from pytest_triton_ready.load.streaming_rules import read_shutdown_log
 from pytest_triton_ready.models import InitialState, initial_state_of, read_initial_state
@@ -232,6 +232,8 @@ def test_a_model_that_does_not_answer_while_the_server_is_live_is_named_not_the_
     client = TritonClient(f"http://127.0.0.1:{server.server_port}", "127.0.0.1:1", timeout_s=0.5)
     try:
         outcome = client.infer("never_answers", {"INPUT0": np.zeros(4, dtype=np.float32)})
+        with pytest.raises(UnansweredRequest, match=r"^never_answers did not answer within 0.5 s \(server live\)$"):
+            client.raw("/v2/models/never_answers/infer", "POST", b"{}")  # as SEC-3's malformed cases are sent
     finally:
         client.close()
         server.shutdown()
