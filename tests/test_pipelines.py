@@ -1,7 +1,7 @@
 """Ensembles, BLS pipelines, a model that fails to load and a model that never answers, against a
 real server (tests/repositories/pipelines, tests/repositories/silent): the healthy twins pass
 CFG-1, PERF-1 and PERF-2, each broken twin fails naming the model, an ensemble's report names its
-slowest step, and the models not READY at the start poison no other check."""
+slowest step, and the models not READY at the start poison no other check (SEC-3, PERF-4's restore)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ models:
 """
 CHECKS = ("test_server_live_and_ready or test_models_ready or test_models_answer_inference or "
           "test_model_configs_lint_clean or test_benchmark_meets_slo_at_target_load or "
-          "test_throughput_latency_curve or test_malformed_requests_get_clean_errors")
+          "test_throughput_latency_curve or test_malformed_requests_get_clean_errors or "
+          "test_forced_reload_under_traffic_loses_no_request")
 
 
 def _errors(result) -> list[dict]:
@@ -47,7 +48,8 @@ def _errors(result) -> list[dict]:
 def test_pipelines_healthy_twins_pass_and_broken_twins_fail_naming_the_model(run_checklist, tmp_path):
     config = tmp_path / "triton-ready.yaml"
     config.write_text(PIPELINES_YAML)
-    run = run_checklist("test_config.py", "test_performance.py", "test_security.py", url=None, args=(
+    run = run_checklist("test_config.py", "test_performance.py", "test_performance_recovery.py", "test_security.py",
+                        url=None, args=(
         "--triton-launch=embedded", f"--triton-model-repository={TEST_REPOSITORIES / 'pipelines'}",
         f"--triton-config={config}", "-k", CHECKS))
     assert run.report["verdict"] == "NOT READY"
@@ -91,6 +93,10 @@ def test_pipelines_healthy_twins_pass_and_broken_twins_fail_naming_the_model(run
     # SEC-3 compares with the state at the start: ready was 400 before the first malformed request
     sec3 = run.result("test_malformed_requests_get_clean_errors")
     assert not [f for f in sec3["findings"] if f["rule"] == "server stays live and ready"]
+    # PERF-4 reloads a top-level model, not a pipeline's step, and finds the server restored as it was
+    reload = run.result("test_forced_reload_under_traffic_loses_no_request")
+    assert {m["model"] for m in reload["measurements"] if m["model"]} == {"bls"}
+    assert not [f for f in reload["findings"] if "restored" in f["message"]], reload["findings"]
 
 
 def test_a_model_that_never_answers_is_named_with_the_server_live(run_checklist):
@@ -98,7 +104,7 @@ def test_a_model_that_never_answers_is_named_with_the_server_live(run_checklist)
         "--triton-launch=embedded", f"--triton-model-repository={TEST_REPOSITORIES / 'silent'}",
         "--triton-request-timeout=2", "-k", "test_models_answer_inference"))
     answers = _errors(run.result("test_models_answer_inference"))
-    assert [f["model"] for f in answers] == ["never_answers"]
+    assert [f["model"] for f in answers] == ["never_answers"]  # its healthy twin `answers` passes
     assert answers[0]["message"] == ("never_answers: inference failed: never_answers did not answer within 2 s "
                                      "(server live); sent to never_answers version 1 on Triton 2.51.0")
     assert "cannot reach Triton" not in str(run.result("test_models_answer_inference"))
