@@ -124,7 +124,8 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
         check.incomplete(f"no model config found in {found.where}")
 
     context = lint_context(triton_settings, [s.name for s in found.sources])
-    context.repository, context.repository_where = repository_models(triton, found), found.where
+    context.repository = repository_models(triton, found)
+    context.repository_where = found.where if found.from_files else f"the repository index of {triton.endpoints.http_url}"
     readings = gpu.read()
     context.gpus = readings or None
     context.gpus_unknown_reason = f"no GPU reading ({gpu.unavailable_reason})"

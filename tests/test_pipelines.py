@@ -67,7 +67,7 @@ def test_pipelines_healthy_twins_pass_and_broken_twins_fail_naming_the_model(run
     steps = {f["model"]: f["message"] for f in lint if f["rule"] == "ensemble-steps"}
     assert set(steps) == {"pipeline_wrong_tensor", "pipeline_missing_step"}
     assert "VALUES of classify, which declares no such input (it has FEATURES)" in steps["pipeline_wrong_tensor"]
-    assert "step 2 calls not_in_repository, which is not in the repository" in steps["pipeline_missing_step"]
+    assert "step 2 calls not_in_repository, which is not in repository " in steps["pipeline_missing_step"]
 
     # the BLS model that swallows its callee's error answers every request, and fails on its callee's counter
     answers = _errors(run.result("test_models_answer_inference"))

@@ -99,7 +99,7 @@ def _lint(repository: Path, repository_known: bool = True):
     sources, errors = read_repository(repository)
     assert not errors
     context = LintContext(repository={s.name: s for s in sources} if repository_known else None,
-                          repository_where=str(repository))
+                          repository_where=f"repository {repository}")
     return [f for f in lint(sources, context) if f.rule == "ensemble-steps"]
 
 
@@ -108,7 +108,8 @@ def test_the_ensemble_rule_names_each_broken_step_and_stays_quiet_on_a_sound_ens
     findings = _lint(ENSEMBLE_CASES / "bad")
     found = {f.model: f for f in findings}
     assert set(found) == {"missing_step", "small_step", "wrong_dtype", "wrong_tensor"}
-    assert "step 2 calls not_in_repository, which is not in the repository" in found["missing_step"].reason
+    assert f"step 2 calls not_in_repository, which is not in repository {ENSEMBLE_CASES / 'bad'}: the ensemble " \
+           "cannot load" == found["missing_step"].reason
     assert "VALUES of classify, which declares no such input (it has FEATURES)" in found["wrong_tensor"].reason
     assert "INPUT (TYPE_INT32) to input RAW of preprocess, which takes TYPE_FP32" in found["wrong_dtype"].reason
     assert [f.value for f in findings if f.model == "small_step"] == [

@@ -47,8 +47,8 @@ def ensemble_steps(source: ModelSource, context: LintContext) -> Iterator[Violat
         exists, step_config = _step_config(context, step.model_name)
         if not exists:
             yield Violation(f"step {number}: model_name {step.model_name!r}",
-                            f"step {number} calls {step.model_name}, which is not in the repository "
-                            f"({context.repository_where}): the ensemble cannot load")
+                            f"step {number} calls {step.model_name}, which is not in {context.repository_where}: "
+                            "the ensemble cannot load")
             tensors.update(dict.fromkeys(step.output_map.values()))  # its outputs: named, datatype unknown
             continue
         producing[number] = step_config
