@@ -9,7 +9,7 @@ and served as written. CFG-4: GPU memory, host memory and the pinned pool once e
 import numpy as np
 import pytest
 
-from pytest_triton_ready.models import defer_to_streaming, ready_models, ready_names
+from pytest_triton_ready.models import defer_to_streaming, initial_state_of, ready_models, ready_names, served_as
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -22,8 +22,10 @@ def test_server_live_and_ready(triton, check):
                   threshold=200, comparison="==", finding="/v2/health/live does not answer 200")
     status = client.get_status("/v2/health/ready")
     if not check.measure("server ready (HTTP 200)", status, "status", threshold=200, comparison="=="):
+        failed = initial_state_of(triton).not_ready
         check.finding(f"/v2/health/ready answers {status}: with strict readiness a model that failed to "
-                      "load keeps the whole server out of rotation")
+                      "load keeps the whole server out of rotation"
+                      + (f" (not READY when the run started: {', '.join(failed)})" if failed else ""))
         check.recommend("Fix or remove the models listed by CFG-1 (model READY) and restart the server.")
 
 
@@ -73,6 +75,7 @@ def test_models_answer_inference(triton, check):
     from pytest_triton_ready.expectations import answer_mismatches, expectation_for
     from pytest_triton_ready.input_data import InputDataError
     from pytest_triton_ready.inputs import output_mismatches, synthesize_inputs
+    from pytest_triton_ready.pipelines import composing_models, failures_between, step_failures
     from pytest_triton_ready.sequences import check_sequences
 
     client = triton.client
@@ -81,9 +84,14 @@ def test_models_answer_inference(triton, check):
                        "sends them streamed requests and checks every answer's output and final flag", models)
     if not models:
         check.incomplete("no READY model to send an inference to")
+    served = served_as(triton, models)
+    if models:
+        check.evidence("models and versions sent to", "; ".join(served.values()))
     for model in models:
         metadata, config = client.model_metadata(model), client.model_config(model)
         sequence = client.is_sequence_model(model)
+        steps = composing_models(model, client.model_config, triton.settings.bls_composing)
+        before = step_failures(client, steps)
         try:
             if sequence:  # a whole sequence, then the same one interleaved with another
                 answers = check_sequences(client, model)
@@ -98,9 +106,15 @@ def test_models_answer_inference(triton, check):
             check.finding(f"{model}: {exc}", model=model, rule="input-data")
             continue
         check.measure("inference latency", round(outcome.latency_s * 1000, 3), "ms", model=model)
+        for step, failed in failures_between(before, step_failures(client, steps)).items():
+            check.finding(f"{model}: its composing model {step} failed {failed} request(s) during {model}'s "
+                          f"inference" + (", yet the model answered without an error: the error is swallowed"
+                                          if outcome.ok else "") + f"; sent to {served[model]}", model=model,
+                          rule="pipeline-step-failed")
         if not outcome.ok:
             if not sequence:  # a failed step is already named
-                check.finding(f"{model}: inference failed: {outcome.error} {client.refusal_hint(model)}", model=model)
+                check.finding(f"{model}: inference failed: {outcome.error} {client.refusal_hint(model)}; "
+                              f"sent to {served[model]}", model=model)
             check.evidence(f"{model} error", outcome.error or "")
             continue
         for problem in output_mismatches(metadata, config, outcome.outputs):
@@ -136,7 +150,7 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     from pytest_triton_ready.rules.context import disabled_rules, lint_context
     from pytest_triton_ready.rules.model_memory import NotMeasured, measure_model_memory
     from pytest_triton_ready.rules.model_rules import has_gpu_instances
-    from pytest_triton_ready.rules.sources import deployment_configs
+    from pytest_triton_ready.rules.sources import deployment_configs, repository_models
 
     found = deployment_configs(triton)
     check.evidence("configs linted", f"{found.where}: " + (", ".join(s.origin for s in found.sources) or "none"))
@@ -146,6 +160,8 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
         check.incomplete(f"no model config found in {found.where}")
 
     context = lint_context(triton_settings, [s.name for s in found.sources])
+    context.repository = repository_models(triton, found)
+    context.repository_where = found.where if found.from_files else f"the repository index of {triton.endpoints.http_url}"
     readings = gpu.read()
     context.gpus = readings or None
     context.gpus_unknown_reason = f"no GPU reading ({gpu.unavailable_reason})"

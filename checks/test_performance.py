@@ -24,20 +24,27 @@ from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.profile import profile
 from pytest_triton_ready.load.rules import Rule, slo_rules
 from pytest_triton_ready.load.target_rules import POISSON_SIGMAS, achieved_ratio, backlog, min_throughput_floor
-from pytest_triton_ready.models import defer_to_streaming, ready_decoupled_models, ready_models
+from pytest_triton_ready.models import defer_to_streaming, note_left_out, ready_decoupled_models, ready_models, served_as
+from pytest_triton_ready.pipelines import step_times
 from pytest_triton_ready.plan import require_allowed
 
 pytestmark = pytest.mark.usefixtures("triton")
 
 
-def _profiles(triton):
+def _profiles(triton, check=None):
     models = ready_models(triton)
-    return [profile(triton.settings, m, triton.client.model_config(m)) for m in models]
+    if check is not None:
+        note_left_out(check, triton)
+        if models:
+            check.evidence("models and versions measured", "; ".join(served_as(triton, models).values()))
+    return [profile(triton.settings, m, triton.client.model_config(m), triton.client.model_config) for m in models]
 
 
-def _record_server_side(check, measurement, model):
+def _record_server_side(check, measurement, model, steps=()):
     if measurement.server is not None and measurement.server.mixed_servers:
         check.finding(measurement.server.mixed_servers, severity="warning", model=model)
+    if steps:
+        _record_steps(check, measurement, model, list(steps))
     server = measurement.server_model
     if server is None:
         return
@@ -53,6 +60,41 @@ def _record_server_side(check, measurement, model):
         check.measure("pending requests (last window)", server.pending_requests, "requests", model=model)
     if server.queue_share is not None:
         check.measure("queue share of server latency", round(server.queue_share, 3), "ratio", model=model)
+
+
+def _record_steps(check, measurement, model, steps):
+    """An ensemble's or BLS model's composing models: queue and compute time per request over the
+    same windows (as perf_analyzer reports them), and the slowest step named."""
+    from pytest_triton_ready.pipelines import bottleneck
+
+    times = step_times(measurement.server, steps)
+    for step in times:
+        if step.queue_us is not None:
+            check.measure(f"step {step.model} queue time per request", round(step.queue_us, 1), "us", model=model)
+        if step.compute_us is not None:
+            check.measure(f"step {step.model} compute time per request", round(step.compute_us, 1), "us", model=model)
+    _step_failures(check, measurement, model, times)
+    missing = [s for s in steps if s not in {t.model for t in times}]
+    if missing and measurement.server is not None and not measurement.server.mixed_servers:
+        check.finding(f"{model}: no statistics for the composing model(s) {', '.join(missing)}: their share of "
+                      "the latency is unknown", severity="warning", model=model)
+    slowest = bottleneck(times)
+    if slowest is not None:
+        check.measure("bottleneck step", slowest.model, model=model)
+        check.finding(f"{model}: the slowest step is {slowest.describe()}", severity="info", model=model,
+                      rule="pipeline-bottleneck")
+
+
+def _step_failures(check, measurement, model, times) -> bool:
+    """An error finding for each composing model that failed requests during the measurement
+    (said to be swallowed where the pipeline itself answered without errors); True if any did."""
+    for step in (t for t in times if t.failed):
+        swallowed = not measurement.stats.errors
+        check.finding(f"{model}: its composing model {step.model} failed {step.failed} of {step.requests} "
+                      "requests during the measurement" + (f", yet {model} answered every request without an "
+                                                           "error: the error is swallowed" if swallowed else ""),
+                      model=model, rule="pipeline-step-failed")
+    return any(t.failed for t in times)
 
 
 def _untrusted(check, reason):
@@ -81,7 +123,7 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check, triton_facts):
     Publishes each model's target load as `triton_facts["perf.target"]` (PERF-5 measures there again).
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_slo_at_target_load
     measures TTFT, ITL and tokens/s at the target load."""
-    profiles = _profiles(triton)
+    profiles = _profiles(triton, check)
     defer_to_streaming(check, triton, "test_streaming_slo_at_target_load (PERF-1)",
                        "measures TTFT, ITL and output tokens/s at the target load against the streaming SLO",
                        [p.model for p in profiles])
@@ -154,7 +196,7 @@ def _benchmark(load, check, health, profiles, targets):
             _judge_target_rate(check, model, prof.min_throughput, measurement)
         if stats.client_cpu_us_per_request is not None:
             check.measure("client CPU per request", round(stats.client_cpu_us_per_request, 1), "us", model=model)
-        _record_server_side(check, measurement, model)
+        _record_server_side(check, measurement, model, prof.steps)
     if check.errors and not health.deaths:
         check.recommend("Find the slowest stage in the server times above: queue time means too few instances "
                         "or too long max_queue_delay_microseconds; compute time means a slower model than the SLO allows.")
@@ -203,7 +245,7 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     of its points (or two) stable and valid makes the check INCOMPLETE and publishes no capacity.
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_tokens_and_ttft_curve
     sweeps streams and publishes their capacity."""
-    profiles = _profiles(triton)
+    profiles = _profiles(triton, check)
     defer_to_streaming(check, triton, "test_streaming_tokens_and_ttft_curve (PERF-2)",
                        "sweeps concurrent streams and publishes the output tokens/s capacity within the TTFT SLO",
                        [p.model for p in profiles])
@@ -238,7 +280,7 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                                 max_concurrency=cap or int(check.threshold("curve_search_max_concurrency").value),
                                 min_gain=check.threshold("curve_min_gain").value)
         points = []
-        died = False
+        died = step_failed = False
         while (concurrency := search.next_level(points)) is not None:
             progress.step(f"{model}: concurrency {concurrency} (point {len(points) + 1}, "
                           f"search bound {search.max_concurrency})")
@@ -250,6 +292,8 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                 died = True  # the rest of the curve would measure a broken model
                 break
             points.append(CurvePoint.measured(concurrency, m))
+            if prof.steps and not step_failed:
+                step_failed = _step_failures(check, m, model, step_times(m.server, list(prof.steps)))
             if m.problem():
                 check.finding(f"{model}: concurrency {concurrency}: {m.problem()}", severity="warning", model=model)
             for note in m.too_close():
@@ -266,8 +310,8 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
             check.measure(f"throughput at concurrency {p.concurrency}", round(p.throughput_infer_s, 1), "infer/s", model=model)
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
             check.load_point(p.for_report(model))
-        if died:
-            capacities.pop(model, None)  # no capacity is published for a model that lost an instance
+        if died or step_failed:
+            capacities.pop(model, None)  # no capacity for a model that lost an instance or whose steps fail
             continue
         if not enough_trusted(points):
             incomplete.append(f"{model}: only {len(trusted)} of {len(points)} curve points are stable and valid")
@@ -337,10 +381,13 @@ def test_dynamic_batching_under_stress(triton, load, check, triton_facts):
     """At the saturation concurrency (2 x max_batch_size x instances) a dynamically batched model
     forms batches larger than 1 (near its preferred sizes when set); the queue share of latency is
     reported with the parameter to move when it is above batching_queue_share_max. Decoupled
-    models are not driven here: where they are the only batched ones, INCOMPLETE says so."""
+    models are not driven here: where they are the only batched ones, INCOMPLETE says so. An
+    ensemble is not judged itself (it has no scheduler of its own): its steps are, as models.
+    """
     require_allowed(check, triton.settings, "saturate", "the batching check drives every batched model to saturation")
     settings = triton.settings
-    profiles = [p for p in _profiles(triton) if p.max_batch_size > 0 and not p.sequence]
+    # an ensemble has no scheduler of its own: its steps batch, and are measured as models of their own
+    profiles = [p for p in _profiles(triton) if p.max_batch_size > 0 and not p.sequence and p.pipeline != "ensemble"]
     streamed = [m for m in ready_decoupled_models(triton) if "dynamic_batching" in triton.client.model_config(m)]
     if not profiles and streamed:
         check.incomplete(f"{', '.join(streamed)}: decoupled with dynamic batching, and this check drives unary "
@@ -415,7 +462,7 @@ def _stress(load, check, health, batched):
         if advice:
             check.finding(f"{model}: {advice[0]}", severity="warning" if batch > min_batch.value else "error", model=model)
             check.recommend(f"{model}: {advice[1]}")
-        _record_server_side(check, measurement, model)
+        _record_server_side(check, measurement, model, prof.steps)
     return untrusted
 
 
@@ -479,7 +526,9 @@ def test_gpu_utilization_under_load(triton, load, gpu, check):
     if not check.measure("GPU utilization (mean)", round(utilization, 3), "ratio", threshold=low, comparison=">="):
         check.recommend("The GPU idles under saturating load: add model instances (instance_group count) or "
                         "enable/enlarge dynamic batching so each execution carries more work.")
-    pending = [sum(m.pending_requests or 0 for m in w.server.models.values()) for w in windows]
+    # the models driven, not their pipelines' steps (whose pending requests are the same requests again)
+    pending = [sum(m.pending_requests or 0 for name, m in w.server.models.items() if name in concurrency)
+               for w in windows]
     growing = len(pending) >= 2 and pending[-1] > pending[0]
     if not check.measure("GPU utilization (mean) under the band's top", round(utilization, 3), "ratio",
                          threshold=high, comparison="<=",

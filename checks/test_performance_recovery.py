@@ -34,6 +34,10 @@ def _fault_model(faults, check, streaming: bool = True) -> str:
         wanted = f"faults.model={faults.plan.model!r} is not READY" if faults.plan.model else \
             "no READY stateless model in scope (sequence models are left alone)"
         check.incomplete(f"no model to run the fault experiment on: {wanted}")
+    pipelines = faults.pipeline_steps().get(model)
+    if pipelines:
+        check.finding(f"{model} is a step of {', '.join(pipelines)}: the fault breaks "
+                      f"{'them' if len(pipelines) > 1 else 'it'} too while it lasts", severity="warning", model=model)
     return model
 
 

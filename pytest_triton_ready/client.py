@@ -37,8 +37,32 @@ def http_status(url: str, timeout_s: float = 2.0) -> int | None:
         return None
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """Whether a transport error is a timeout (socket, gevent, or gRPC's DEADLINE_EXCEEDED)."""
+    reason = getattr(exc, "reason", exc)
+    status = getattr(exc, "status", None)
+    text = f"{status() if callable(status) else status or ''} {reason}".lower()
+    return isinstance(reason, TimeoutError) or "timed out" in text or "deadline" in text or "timeout" in text
+
+
+def unanswered(model: str, timeout_s: float, live: bool) -> str:
+    """The cause of a request that got no answer in time: the model, when the server is live."""
+    state = "server live" if live else "the server does not answer /v2/health/live either"
+    return f"{model} did not answer within {timeout_s:g} s ({state})"
+
+
 class TritonUnreachable(TritonReadyError, ConnectionError):
     """The server does not answer at all; the message is the one line a user sees."""
+
+
+class UnansweredRequest(TritonReadyError, ConnectionError):
+    """The server is live but one request got no answer within the request timeout; the message
+    names the model the request was for."""
+
+
+def _model_in_path(path: str) -> str | None:
+    parts = path.split("/")
+    return parts[3] if len(parts) > 3 and parts[1:3] == ["v2", "models"] and parts[3] else None
 
 
 @dataclass
@@ -96,7 +120,8 @@ class TritonClient:
 
     def raw(self, path: str, method: str = "GET", body: bytes | None = None,
             headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
-        """One raw HTTP request: (status, body). Raises TritonUnreachable when nothing answers."""
+        """One raw HTTP request: (status, body). Raises TritonUnreachable when nothing answers, and
+        UnansweredRequest when the server is live but this request timed out."""
         request = urllib.request.Request(
             self.http_url + path, data=body, method=method, headers={**self.headers, **(headers or {})}
         )
@@ -106,6 +131,10 @@ class TritonClient:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
         except (urllib.error.URLError, OSError) as exc:
+            if is_timeout(exc) and self._live_now():
+                model = _model_in_path(path)
+                raise UnansweredRequest(unanswered(model, self.timeout_s, True) if model else
+                                        f"{method} {path} got no answer within {self.timeout_s:g} s (server live)") from None
             raise TritonUnreachable(describe_connection_error(self.http_url, exc)) from None
 
     # -- health and metadata -------------------------------------------------------------------
@@ -203,14 +232,22 @@ class TritonClient:
                 **({"timeout": int(self.timeout_s * 1e6)} if protocol == "http" else {"client_timeout": self.timeout_s}),
             )
         except InferenceServerException as exc:
-            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=exc.message())
+            error = exc.message()
+            if is_timeout(exc):
+                error = unanswered(model, self.timeout_s, self._live_now())
+            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=error)
         except (OSError, ConnectionError) as exc:
-            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs,
-                                error=describe_connection_error(self.http_url, exc))
+            error = (unanswered(model, self.timeout_s, self._live_now()) if is_timeout(exc)
+                     else describe_connection_error(self.http_url, exc))
+            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=error)
         latency = time.perf_counter() - started
         response = result.get_response()
         names = [o["name"] for o in response["outputs"]] if isinstance(response, dict) else [o.name for o in response.outputs]
         return InferOutcome(model, True, latency, {n: result.as_numpy(n) for n in names}, inputs)
+
+    def _live_now(self) -> bool:
+        """/v2/health/live on a fresh connection (the client's own may still wait on the lost answer)."""
+        return http_status(self.http_url + "/v2/health/live", timeout_s=min(self.timeout_s, 5.0)) == 200
 
     @property
     def grpc(self):

@@ -14,6 +14,10 @@ import re
 _POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<reason>.*?)\"?\s*$")
 _PARSE_ERROR = re.compile(r"Error parsing text-format inference\.ModelConfig: (?P<line>\d+):(?P<col>\d+): (?P<what>.*)$")
 _PROTO_FILE = re.compile(r"failed to read text proto from (?P<path>\S+)")
+# An ensemble Triton refused while validating its steps (a step model missing, a tensor map naming
+# a tensor the step model does not have), e.g. "Invalid argument: in ensemble E, ensemble tensor t
+# is mapping to non-existing input X in model M" or "...: ensemble E contains models that are not available".
+_ENSEMBLE_INVALID = re.compile(r"\] \"(?P<reason>[^\"]*?\bensemble (?P<model>[^\s,]+)\b[^\"]*)\"")
 
 
 def model_load_failures(log: str) -> dict[str, str]:
@@ -24,6 +28,10 @@ def model_load_failures(log: str) -> dict[str, str]:
         parsed = _PARSE_ERROR.search(line)
         if parsed:
             parse_error = parsed
+            continue
+        ensemble = _ENSEMBLE_INVALID.search(line)
+        if ensemble and "model_repository_manager" in line:
+            failures.setdefault(ensemble.group("model"), ensemble.group("reason").strip())
             continue
         failed = _POLL_FAILED.search(line)
         if not failed:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AfterValidator, BaseModel, Field, create_model
+from pydantic import AfterValidator, BaseModel, Field, create_model, model_validator
 
 from .addresses import host_port as _host_port
 from .addresses import load_cluster as _load_cluster
@@ -280,6 +280,21 @@ class InputsSection(Section):
         dict, "per model and input, [low, high] of the synthesized values (integers inclusive)")
 
 
+class ModelsSection(Section):
+    """`models:`: the models in scope and the composing models of BLS models. A plain list is the
+    models in scope alone (`models: [a, b]` is `models: {in_scope: [a, b]}`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_list_is_the_scope(cls, value: Any) -> Any:
+        return {"in_scope": value} if isinstance(value, list) else value
+
+    in_scope: Annotated[list[str] | None, _checked_by("triton_models")] = _option_field("triton_models")
+    bls_composing: dict[str, list[str]] = setting(
+        dict, "per BLS model, the models it calls (perf_analyzer's --bls-composing-models): load checks read "
+              "their statistics and name the slowest one")
+
+
 class SloSection(Section):
     """One model's objectives (`slo.<model>`; `slo.default` for every model without its own)."""
 
@@ -311,7 +326,7 @@ class _FileBase(Section):
     """The sections settings.py owns; `file_model()` adds each phase's own."""
 
     server: ServerSection | None = None
-    models: Annotated[list[str] | None, _checked_by("triton_models")] = _option_field("triton_models")
+    models: ModelsSection | None = None
     inputs: InputsSection | None = None
     slo: dict[str, SloSection] = setting(dict, "objectives per model; `default` for the rest")
     thresholds: dict[str, float] = setting(dict, "named thresholds (pytest_triton_ready/thresholds.py)")
@@ -357,8 +372,8 @@ def file_model() -> type[BaseModel]:
 
 def sections() -> dict[str, type[BaseModel]]:
     """The sections code reads through settings.section_model(name)."""
-    own = {"server": ServerSection, "inputs": InputsSection, "report": ReportSection, "container": ContainerSection,
-           "run": RunSection}
+    own = {"server": ServerSection, "models": ModelsSection, "inputs": InputsSection, "report": ReportSection,
+           "container": ContainerSection, "run": RunSection}
     return {**own, **phase_sections()}
 
 
@@ -405,6 +420,7 @@ class Settings:
     input_data: dict[str, InputData] = field(default_factory=dict)
     expectations: dict[str, Any] = field(default_factory=dict)
     sequence_length: int = 20
+    bls_composing: dict[str, list[str]] = field(default_factory=dict)  # BLS model -> the models it calls
     slos: dict[str, SLO] = field(default_factory=dict)
     threshold_overrides: dict[str, ThresholdValue] = field(default_factory=dict)
     yaml: dict[str, Any] = field(default_factory=dict)
@@ -544,6 +560,8 @@ def build_settings(
     except SecretError as exc:
         raise SettingsError(str(exc)) from None
 
+    if isinstance(data.get("models"), dict):
+        settings.bls_composing = {bls: list(called) for bls, called in data["models"].get("bls_composing", {}).items()}
     inputs = data.get("inputs", {})
     settings.input_shapes = inputs.get("shapes", {})
     settings.sequence_length = int(inputs.get("sequence_length") or 20)
@@ -688,6 +706,8 @@ def _check_conflicts(settings: Settings) -> None:
 
 
 def _dig(data: dict[str, Any], dotted: str) -> Any:
+    if dotted == "models" and isinstance(data.get("models"), dict):
+        dotted = "models.in_scope"  # `models:` written as a mapping (ModelsSection)
     node: Any = data
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -698,8 +718,8 @@ def _dig(data: dict[str, Any], dotted: str) -> Any:
 
 # -- the settings reference (docs/settings.md is this text; a test keeps them equal) ------------
 SECTION_DOCS = {
-    "server": "docs/container-and-gpu.md", "container": "docs/container-and-gpu.md", "inputs": "README.md",
-    "report": "docs/report.md",
+    "server": "docs/container-and-gpu.md", "container": "docs/container-and-gpu.md", "models": "docs/models.md",
+    "inputs": "README.md", "report": "docs/report.md",
     "lint": "docs/config-rules.md", "performance": "docs/load-engine.md", "soak": "docs/soak.md",
     "faults": "docs/faults.md", "monitoring": "docs/monitoring.md", "operations": "docs/operations-security.md",
     "security": "docs/operations-security.md", "fleet": "docs/fleet.md",
@@ -754,8 +774,8 @@ def settings_reference() -> str:
         link = f" See [{where.removeprefix('docs/')}]({where.removeprefix('docs/')})." if where != "README.md" else ""
         out += [f"### `{name}:`", "", doc + link,
                 "", settings_table(model, name).rstrip("\n"), ""]
-    out += ["### `models:`, `slo:`, `thresholds:`", "",
-            "`models`: the models in scope (as `--triton-models`). `slo.<model>` (and `slo.default`):",
+    out += ["### `slo:`, `thresholds:`", "",
+            "`slo.<model>` (and `slo.default`):",
             "", settings_table(SloSection, "slo.<model>").rstrip("\n"), "",
             "## Thresholds", "",
             "Every number a check compares with; `thresholds.NAME` in the YAML or `--triton-threshold NAME=VALUE`.",

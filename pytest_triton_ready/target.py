@@ -8,6 +8,7 @@ from .client import TritonClient, TritonUnreachable
 from .launchers import Endpoints, Launcher
 from .launchers.registry import LAUNCHER_KINDS, launcher_kind, make_launcher
 from .metrics import MetricsSnapshot, scrape
+from .models import InitialState, read_initial_state
 from .settings import Settings
 
 
@@ -36,6 +37,7 @@ class Target:
             endpoints.http_url, endpoints.grpc_url, settings.headers, settings.triton_request_timeout,
             settings.triton_dynamic_dim, settings.input_shapes, declared=settings.input_declarations(),
         )
+        self.initial_state = InitialState()  # read by open(), before the first check
 
     @classmethod
     def open(cls, settings: Settings) -> Target:
@@ -52,6 +54,7 @@ class Target:
         target = cls(settings, launcher, endpoints)
         try:
             target.client.probe()
+            target.initial_state = read_initial_state(target.client, getattr(launcher, "failed_models", None))
         except TritonUnreachable:
             launcher.cleanup()
             raise

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..client import http_status
+from ..models import initial_state_of
 from .declared import CommandResult, DeclaredFault, run_command
 from .injector import DECLARED, GracefulShutdown, InstanceRestart, ServerRestart, VersionRollout, _InjectorExperiment
 from .probes import wait_until
@@ -156,7 +157,8 @@ class DeclaredGracefulShutdown(_Declared, GracefulShutdown):
         result = self.run_step("restore")
         if result is not None and not result.ok:
             return result.problem()
-        if wait_until(lambda: self.injector.client.ready(), self.plan.recovery_timeout_s, 0.2) is not None:
+        initial = initial_state_of(self.injector.target)
+        if wait_until(lambda: initial.restored(self.injector.client), self.plan.recovery_timeout_s, 0.2) is not None:
             self.outcome.restart_s = time.monotonic() - started
         return _InjectorExperiment.restore(self)
 
@@ -249,7 +251,7 @@ class DeclaredVersionRollout(_Declared, VersionRollout):
                 return f"version {self.old} of {self.model} did not serve again"
             # Version N+1 unloads in the background (seconds for the python backend); the server is
             # not ready (strict readiness) until it is gone.
-            if wait_until(lambda: client.ready(), timeout, 0.2) is None:
+            if wait_until(lambda: initial_state_of(self.injector.target).restored(client), timeout, 0.2) is None:
                 states = [(e.get("version"), e.get("state")) for e in client.repository_index()
                           if e.get("name") == self.model]
                 return f"the server was not ready again within {timeout:g} s ({self.model} versions: {states})"

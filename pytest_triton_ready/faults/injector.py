@@ -22,7 +22,7 @@ from typing import Any
 
 from ..client import http_status
 from ..load.streaming import stream_once
-from ..models import instance_count, is_decoupled
+from ..models import initial_state_of, instance_count, is_decoupled
 from .experiment import Experiment, one_line, run_experiment
 from .outcomes import (
     NOTHING_IN_FLIGHT,
@@ -108,10 +108,12 @@ class FaultInjector:
     def choose_model(self) -> str | None:
         """The model the experiments break: `faults.model`, else the first READY stateless model
         in scope, python backend and most instances first (a stub can be killed, one instance of
-        several can fail)."""
+        several can fail), a top-level model before a step of an ensemble or BLS pipeline (whose
+        fault would break the pipelines too)."""
         ready = {e["name"] for e in self.client.repository_index() if e.get("state") == "READY"}
         if self.plan.model:
             return self.plan.model if self.plan.model in ready else None
+        steps = self.pipeline_steps()
         candidates = []
         for model in self.target.models():
             if model not in ready:
@@ -119,8 +121,20 @@ class FaultInjector:
             config = self.client.model_config(model)
             if "sequence_batching" in config or (config.get("model_transaction_policy") or {}).get("decoupled"):
                 continue
-            candidates.append((config.get("backend") != "python", -instance_count(config), model))
-        return min(candidates)[2] if candidates else None
+            candidates.append((config.get("backend") != "python", model in steps, -instance_count(config), model))
+        return min(candidates)[-1] if candidates else None
+
+    def pipeline_steps(self) -> dict[str, list[str]]:
+        """Each READY model in scope that is a step of an ensemble or BLS model in scope -> those pipelines."""
+        from ..pipelines import composing_models
+
+        ready = {e["name"] for e in self.client.repository_index() if e.get("state") == "READY"}
+        bls = getattr(self.target.settings, "bls_composing", {}) or {}
+        through: dict[str, list[str]] = {}
+        for model in (m for m in self.target.models() if m in ready):
+            for step in composing_models(model, self.client.model_config, bls):
+                through.setdefault(step, []).append(model)
+        return through
 
     def choose_streaming_model(self) -> str | None:
         """The decoupled model the experiments break where no stateless unary model is in scope:
@@ -239,8 +253,10 @@ class FaultInjector:
                 launcher.start()
             except Exception as exc:
                 return f"the server could not be started again: {exc}"
-        if wait_until(lambda: self.client.ready(), timeout, 0.2) is None:
-            return f"the server was not ready again within {timeout:.0f} s"
+        initial = initial_state_of(self.target)  # a server ready 400 from the start is restored when back as it was
+        if wait_until(lambda: initial.restored(self.client), timeout, 0.2) is None:
+            return f"the server was not ready again within {timeout:.0f} s" + (
+                "" if initial.ready else " (as it was at the start: live, with the same models READY)")
         if model is None:
             return None
         prober = self.prober(model)
@@ -648,8 +664,9 @@ class ServerRestart(_InjectorExperiment):
             return
         outcome.kill_s = time.monotonic() - killed
         outcome.left_behind = still_running(self.before) if self.before else None
+        ready_path = _readiness_path(injector.target, self.model)
         watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live", 1.0) == 200,
-                           "ready": lambda: http_status(f"{http}/v2/health/ready", 1.0) == 200,
+                           "ready": lambda: http_status(f"{http}{ready_path}", 1.0) == 200,
                            "first correct inference": self._correct_inference}, on_first=traffic.event)
         traffic.event("restart")
         watcher.start()
@@ -716,7 +733,8 @@ class GracefulShutdown(_InjectorExperiment):
         injector, outcome = self.injector, self.outcome
         outcome.in_flight_at_sigterm = traffic.in_flight  # first: the request in flight may end any moment
         http = injector.target.endpoints.http_url
-        watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}/v2/health/ready", 1.0) != 200,
+        ready_path = _readiness_path(injector.target, self.model)
+        watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}{ready_path}", 1.0) != 200,
                            "exited": self.exited}, on_first=traffic.event)
         self.note_fault(traffic, "SIGTERM")
         if not self.cause():
@@ -788,3 +806,10 @@ def _server_answered(exc: BaseException) -> bool:
 
 
 _one_line = one_line
+
+
+def _readiness_path(target: Any, model: str) -> str:
+    """The endpoint whose 200 means "ready" for a restart or shutdown watch: /v2/health/ready, or,
+    where it was not 200 when the run started (a model that failed to load keeps strict
+    readiness at 400), the experiment's model's own ready endpoint."""
+    return "/v2/health/ready" if initial_state_of(target).ready else f"/v2/models/{model}/ready"

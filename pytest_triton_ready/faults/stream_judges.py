@@ -42,7 +42,7 @@ def judge_streaming_sigterm(check: Any, outcome: StreamShutdownOutcome, version:
     check.measure("server exit after SIGTERM", round(outcome.exit_s, 2) if outcome.exit_s is not None else None, "s",
                   model=model, threshold=exit_timeout,
                   finding=f"{model}: the server did not exit within its exit timeout ({exit_timeout:g} s) after SIGTERM"
-                          + (f": the model stayed loaded ({shutdown.live_lines} log lines 'Found N live models') "
+                          + (f": {stayed_loaded(shutdown)} ({shutdown.live_lines} log lines 'Found N live models') "
                              f"although every client stream had closed {outcome.closed_s:.1f} s after the signal"
                              if held and shutdown.live_lines and not shutdown.aborted else ""))
     check.measure("exit code", outcome.exit_code, model=model, threshold=0, comparison="==",
@@ -100,3 +100,11 @@ def judge_streaming_dead_stub(check: Any, outcome: DeadStubOutcome, version: str
 
 def _round(value: float | None) -> float | None:
     return round(value, 2) if value is not None else None
+
+
+def stayed_loaded(shutdown: Any) -> str:
+    """Which models the shutdown log shows still loaded: named from its load and unload lines."""
+    names = shutdown.still_loaded
+    if not names:
+        return "a model stayed loaded (the log does not name which)"
+    return f"{', '.join(names)} stayed loaded" if len(names) > 1 else f"{names[0]} stayed loaded"

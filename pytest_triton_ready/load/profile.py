@@ -3,6 +3,7 @@ budget (the SLO's p99, else the named default) and its target load."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -34,6 +35,9 @@ class ModelProfile:
     budget_source: str  # "slo" or "default threshold capacity_default_p99_ms"
     slo_p99_ms: float | None
     min_throughput: float | None
+    pipeline: str | None = None  # "ensemble" or "BLS" (pipelines.py)
+    steps: tuple[str, ...] = ()  # the models an ensemble or BLS model runs through
+
 
     @property
     def preferred_batch_sizes(self) -> list[int]:
@@ -49,7 +53,13 @@ class ModelProfile:
         return 2 * max(1, self.max_batch_size) * self.instances
 
 
-def profile(settings: Any, model: str, config: dict[str, Any]) -> ModelProfile:
+def profile(settings: Any, model: str, config: dict[str, Any],
+            config_of: Callable[[str], dict[str, Any]] | None = None) -> ModelProfile:
+    """The model's profile; `config_of` (a model's config by name) finds an ensemble's nested steps."""
+    from ..pipelines import composing_models, pipeline_kind
+
+    bls = getattr(settings, "bls_composing", {}) or {}
+    steps = composing_models(model, config_of or (lambda name: config if name == model else {}), bls)
     slo = settings.slo_for(model)
     default = settings.threshold("capacity_default_p99_ms")
     budget, source = (slo.p99_ms, "slo") if slo.p99_ms is not None else (
@@ -57,5 +67,6 @@ def profile(settings: Any, model: str, config: dict[str, Any]) -> ModelProfile:
     return ModelProfile(
         model, int(config.get("max_batch_size", 0) or 0), instance_count(config),
         config.get("dynamic_batching") or None, config.get("sequence_batching") is not None, budget, source, slo.p99_ms, slo.min_throughput,
+        pipeline_kind(model, config, bls), tuple(steps),
     )
 

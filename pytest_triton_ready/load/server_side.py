@@ -98,7 +98,13 @@ class ServerProbe:
 
     @classmethod
     def for_target(cls, target: Any, models: list[str], gpu_reader: Any = None) -> ServerProbe:
-        return cls(lambda path: target.client.raw(path), models, target.scrape_metrics, gpu_reader)
+        """A probe of `models` and of every model they run through (an ensemble's steps, a BLS
+        model's declared callees), so that a pipeline's measurement has each step's times."""
+        from ..pipelines import composing_of_any
+
+        steps = composing_of_any(models, target.client.model_config, getattr(target.settings, "bls_composing", {}))
+        return cls(lambda path: target.client.raw(path), list(models) + sorted(steps - set(models)),
+                   target.scrape_metrics, gpu_reader)
 
     def snapshot(self) -> ServerSnapshot:
         snap = ServerSnapshot(time.monotonic())

@@ -214,6 +214,8 @@ def readiness_gates(version: str) -> dict[str, bool]:
 _DRAIN = re.compile(r"Found (\d+) model versions that have in-flight inferences")
 _MODEL_IN_FLIGHT = re.compile(r"Model '(?P<model>[^']+)' \(version (?P<version>[^)]+)\) has (?P<n>\d+) in-flight inferences")
 _LIVE = re.compile(r"Found (\d+) live models")
+_LOADED = re.compile(r"successfully loaded '(?P<model>[^']+)'")
+_UNLOADED = re.compile(r"successfully unloaded '(?P<model>[^']+)'")
 
 
 @dataclass
@@ -225,6 +227,7 @@ class ShutdownLog:
     aborted: str | None  # the abort line (gRPC assertion, SIGABRT), if the server aborted
     live_lines: int  # "Found N live models" lines with N > 0: seconds spent waiting for models to unload
     exit_timeout: bool  # the server gave up at its exit timeout
+    still_loaded: tuple[str, ...] = ()  # models the log shows loaded and never unloaded after the signal
 
 
 def read_shutdown_log(log: str, model: str) -> ShutdownLog:
@@ -250,4 +253,7 @@ def read_shutdown_log(log: str, model: str) -> ShutdownLog:
     aborted = next((line.strip() for line in lines if "ASSERTION FAILED" in line or "Signal (6)" in line
                     or "Signal (11)" in line), None)
     live = sum(1 for line in lines if (m := _LIVE.search(line)) and int(m.group(1)) > 0)
-    return ShutdownLog(True, counted, aborted, live, "Exit timeout expired" in log[start:])
+    loaded = dict.fromkeys(m.group("model") for m in _LOADED.finditer(log[:start]))
+    unloaded = {m.group("model") for m in _UNLOADED.finditer(log[start:])}
+    still = tuple(name for name in loaded if name not in unloaded) if live else ()
+    return ShutdownLog(True, counted, aborted, live, "Exit timeout expired" in log[start:], still)

@@ -6,7 +6,7 @@ know from the settings; `versions` serves CFG-3, `resources` and `model_memory` 
 instance-count rule.
 """
 
-from . import model_rules  # noqa: E402,F401  (registers the rules in RULES)
+from . import ensemble_rules, model_rules  # noqa: E402,F401  (registers the rules in RULES)
 from .lint import RULES, LintContext, LintFinding, UnknownRule, Violation, lint, rule
 from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
 

@@ -57,6 +57,10 @@ class LintContext:
     gpus_unknown_reason: str = "the GPUs were not read"
     model_memory_bytes: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> gpu uuid -> bytes
     model_memory_unmeasured: dict[str, str] = field(default_factory=dict)  # model -> why not
+    # every model of the repository by name (ensemble steps are looked up here): its source, or None
+    # where it exists but its config could not be read; None when the repository is unknown
+    repository: dict[str, ModelSource | None] | None = None
+    repository_where: str = "the repository"
 
 
 @dataclass(frozen=True)

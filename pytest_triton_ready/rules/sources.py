@@ -50,3 +50,26 @@ def deployment_configs(target) -> DeploymentConfigs:
         except ConfigSyntaxError as exc:
             found.errors.append(exc)
     return found
+
+
+def repository_models(target, found: DeploymentConfigs) -> dict[str, ModelSource | None]:
+    """Every model of the repository by name, for rules that look across models (ensemble steps):
+    from files, each model directory (its source, or None where it has no readable config.pbtxt);
+    live, each model the repository index lists (the configs of READY ones)."""
+    known: dict[str, ModelSource | None] = {}
+    if found.from_files:
+        repository = repository_path(target)
+        if repository is not None and repository.is_dir():
+            sources, _ = read_repository(repository)
+            known = {p.name: None for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")}
+            known.update({s.name: s for s in sources})
+    else:
+        known = {entry["name"]: None for entry in target.client.repository_index()}
+        ready = ready_names(target.client)
+        for name in ready:
+            try:
+                known[name] = source_from_server(name, target.client.model_config(name), name)
+            except ConfigSyntaxError:
+                continue
+    known.update({s.name: s for s in found.sources})
+    return known
