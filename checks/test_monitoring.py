@@ -166,6 +166,7 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
     if monitoring.promtool and promtool is None:
         check.finding(f"monitoring.promtool {monitoring.promtool} does not exist: validated with promql-parser "
                       "instead", severity="warning", rule="MON-2 syntax")
+    mark = check.mark()
     snapshot = triton_metrics()
     audit = alerting.read_rule_files(monitoring.alert_rules, promtool)
     alerting.judge_metrics(audit, snapshot.names | set(snapshot.types), _gpu_state(snapshot, gpu))
@@ -209,6 +210,8 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
     check.measure("alerts whose expression returns no series", len(silent), "alerts")
     for problem in alerting.evaluation_problems(evaluations):
         check.finding(problem.message, severity=problem.severity, rule=problem.rule)
+    check.judged_since(mark, "alert-rules", measured=f"{len(audit.alerts)} alerts checked against this server's "
+                       "metrics and evaluated by Prometheus")
     if audit.missing_metrics:
         check.recommend("Use metric names Triton exports (see docs/monitoring.md): latency quantiles come from "
                         "nv_inference_*_summary_us, GPU memory from nv_gpu_memory_used_bytes / "

@@ -409,8 +409,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
         pytest.fail(recorder.failure_text(), pytrace=False)
     if recorder is not None and recorder.unmeasured:
         recorder.incomplete(f"not measured: {', '.join(recorder.unmeasured)}")
-    if recorder is not None and not recorder.result.measurements and not recorder.result.findings:
-        recorder.incomplete("the check recorded no measurement and no finding: nothing shows that it judged anything")
+    if recorder is not None and not recorder.judged:
+        recorder.incomplete(recorder.unjudged_text())
     return outcome
 
 

@@ -105,6 +105,15 @@ def test_memory_growth_in_a_soak_too_short_to_judge_is_a_warning():
     assert any("too short to tell a leak from warm-up" in n for n in evaluation.notes)
 
 
+def test_a_soak_shorter_than_the_leak_duration_has_not_judged_the_leak_rule_and_says_what_it_needs():
+    windows = [_window(i, rss_mb=500) for i in range(20)]  # flat memory, 19 s after warm-up
+    unjudged = evaluate(windows, _limits(soak_leak_min_duration_s=600), 1).unjudged
+    assert len(unjudged) == 1
+    assert "memory-leak rule (server-memory-leak, gpu-memory-leak) was not judged" in unjudged[0]
+    assert "soak_leak_min_duration_s = 600 s" in unjudged[0] and "--triton-soak=601s" in unjudged[0]
+    assert evaluate(windows, _limits(soak_leak_min_duration_s=10), 1).unjudged == []
+
+
 def test_memory_growing_every_window_is_a_leak_with_its_slope():
     windows = [_window(i, rss_mb=500 + 10 * i) for i in range(20)]  # 10 MB per 1 s window
     evaluation = evaluate(windows, _limits(), warmup_s=1)
@@ -126,7 +135,8 @@ def test_a_long_soak_that_read_no_server_memory_has_not_judged_leaks():
     assert not evaluation.failed
     assert len(evaluation.unjudged) == 1 and evaluation.unjudged[0].startswith("server memory was not read")
     assert "server host used memory (nv_cpu_memory_used_bytes): not read" in evaluation.unjudged[0]
-    assert evaluate(unread, _limits(soak_leak_min_duration_s=600), 1).unjudged == []  # too short to judge anyway
+    short = evaluate(unread, _limits(soak_leak_min_duration_s=600), 1).unjudged
+    assert len(short) == 1 and short[0].startswith("the memory-leak rule")  # too short, whatever was read
     host_only = [_window(i, rss_mb=None, host_mb=1000) for i in range(20)]
     assert evaluate(host_only, _limits(), 1).unjudged == []
 
