@@ -302,11 +302,12 @@ def test_declared_faults_run_perf4_against_a_server_the_run_does_not_own(supervi
     assert sigterm["verdict"] == "pass", json.dumps(sigterm, indent=1)[:3000]
     assert _measure(sigterm, "exit code") == 0
     rollout = results["test_new_version_rollout_under_traffic_loses_no_request"]
-    assert rollout["verdict"] in ("pass", "fail"), json.dumps(rollout, indent=1)[:3000]
+    assert rollout["verdict"] == "pass", json.dumps(rollout, indent=1)[:3000]
     assert not (repository / "scale" / "2").exists() and not any(
         p.name == "2" for m in repository.iterdir() for p in m.iterdir()), "the new version was not removed"
     dead = results["test_dead_instance_is_reported_and_recovers"]
-    assert dead["verdict"] in ("pass", "fail"), json.dumps(dead, indent=1)[:3000]
+    # Triton 2.51: the ready endpoints hide a dead stub, so the experiment fails (triton-facts)
+    assert dead["verdict"] == "fail", json.dumps(dead, indent=1)[:3000]
     assert _measure(dead, "time from unload + load until every instance answers") is not None
     assert (state / "starts").read_text().count("pid") >= 3  # the first start, after the crash, after SIGTERM
     print("\n".join(f"{name}: {_measure(r, m)}" for name, r, m in (

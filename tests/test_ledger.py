@@ -134,3 +134,42 @@ def test_no_check_of_the_packaged_checklist_passes_when_its_data_sources_are_emp
     passed = [f"{r['check_id']} {r['nodeid']}" for r in results if r["verdict"] == Verdict.PASS.value]
     assert passed == [], done.stdout[-3000:]
     assert document["verdict"] != "READY"
+
+
+# -- reruns: server tests only, counted, a unit test's rerun fails the session ----------------------------
+RERUN_TESTS = '''
+import pytest
+
+attempts = {}
+
+def _flaky(name):
+    attempts[name] = attempts.get(name, 0) + 1
+    assert attempts[name] > 1, "fails on its first attempt"
+
+@pytest.mark.server
+def test_server_flaky():
+    _flaky("server")
+
+def test_unit_flaky():
+    _flaky("unit")
+'''
+
+
+def test_only_server_tests_are_rerun_and_a_unit_test_that_needed_a_rerun_fails_the_session(tmp_path):
+    (tmp_path / "test_flaky.py").write_text(RERUN_TESTS)
+    here = str(Path(__file__).parent)
+    env_args = ("-p", "reruns", "-p", "no:triton_ready", "-o", "markers=server: real traffic", "test_flaky.py")
+
+    def run(*extra):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))}
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *env_args, *extra],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    server_only = run("--server-reruns=1", "-m", "server")
+    assert server_only.returncode == 0, server_only.stdout
+    assert "1 reruns: 1 of server tests, 0 of unit tests" in server_only.stdout
+    both = run("--server-reruns=1")
+    assert both.returncode == 1 and "1 failed, 1 passed, 1 rerun" in both.stdout, both.stdout
+    by_hand = run("--reruns=1")  # every test rerun: the unit test's pass on a rerun still fails the session
+    assert by_hand.returncode == 1, by_hand.stdout
+    assert "2 reruns: 1 of server tests, 1 of unit tests (a unit test that needed a rerun fails" in by_hand.stdout

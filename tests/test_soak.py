@@ -453,7 +453,6 @@ def test_a_runner_killed_mid_soak_leaves_a_journal_that_renders(tmp_path, demo_s
 
 def test_the_report_command_renders_an_unclosed_journal(tmp_path):
     """`triton-ready report JOURNAL`: the report package's reader list gains the soak journal."""
-    pytest.importorskip("pytest_triton_ready.report.sources", reason="the report command's readers are not installed")
     settings = build_settings({"triton_soak": "1m"}, {}, environ={})
     plan = build_plan(settings, ["m"], {})
     journal = tmp_path / "soak-journal.jsonl"
@@ -482,3 +481,41 @@ def test_a_journal_that_cannot_be_written_is_one_readable_line(run_checklist, tm
     run.outcome.stdout.fnmatch_lines(
         [f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: {blocker} is not a directory"])
     assert "Traceback" not in run.outcome.stdout.str()
+
+
+def test_a_short_soaks_report_stands_as_evidence_for_the_same_server_and_is_refused_for_another_config(
+        run_checklist, pytester, tmp_path):
+    """The nightly-evidence path: a soak long enough to judge leaks (the leak-judging duration set
+    to 4 s so that the test runs in seconds) is accepted by a second, shorter run of the same demo
+    server, and the same evidence with one model's config changed is refused naming that model."""
+    common = ("--triton-launch=embedded", "--triton-models=scale,cached_sum",
+              "--triton-threshold=soak_leak_min_duration_s=4",
+              _soak_config(tmp_path, window="1s", rate=20, p99_drift_min_ms=200))
+    nightly = run_checklist("test_soak.py", url=None, args=("--triton-soak=8s", *common))
+    evidence = nightly.result("test_soak_stability")
+    assert evidence["verdict"] == "pass", evidence["reason"]
+    kept = tmp_path / "nightly.json"
+    kept.write_text((nightly.report_dir / "readiness.json").read_text())
+
+    release = run_checklist("test_soak.py", url=None, args=("--triton-soak=3s", f"--triton-soak-evidence={kept}",
+                                                            *common))
+    result = release.result("test_soak_stability")
+    assert result["verdict"] == "pass", result["reason"]
+    assert any(j["rule"] == "soak-evidence" and j["passed"] for j in result["judgements"])
+    cited = next(e["text"] for e in result["evidence"] if e["label"] == "soak evidence")
+    assert cited.startswith(f"{kept} (PERF-3 PASS") and str(kept) in result["reason"]
+    assert f'href="{kept}"' in (release.report_dir / "readiness.html").read_text()
+
+    document = json.loads(kept.read_text())
+    soak = next(r for r in document["results"] if r["check_id"] == "PERF-3")
+    entry = next(e for e in soak["evidence"] if e["label"] == "soak server identity")
+    identity = json.loads(entry["text"])
+    identity["models"]["cached_sum"]["config_sha256"] = "0" * 64  # another config of cached_sum
+    entry["text"] = json.dumps(identity)
+    other = tmp_path / "other-config.json"
+    other.write_text(json.dumps(document))
+    refused = run_checklist("test_soak.py", url=None, args=("--triton-soak=3s", f"--triton-soak-evidence={other}",
+                                                            *common)).result("test_soak_stability")
+    assert refused["verdict"] == "incomplete"
+    assert f"soak evidence {other} refused: model cached_sum: its effective config differs" in refused["reason"]
+    assert "scale" not in refused["reason"].split("refused:")[1]
