@@ -294,9 +294,11 @@ def test_logging_ready_for_aggregation(triton, check):
     check.measure("log verbose level", settings.get("log_verbose_level"))
     if shipping:
         check.measure("log collector", shipping.get("collector", "not named"))
+    mark = check.mark()
     for problem in verdict.problems:
         check.finding(problem.message, severity=problem.severity, rule="MON-4")
         check.recommend(problem.fix)
+    check.judged_since(mark, "MON-4", measured="the server's logging settings (GET /v2/logging)")
     if triton.owns_process and settings.get("log_format") == ISO8601:
         lines = triton.server_log(50).splitlines()
         stray = non_iso8601_lines(lines)

@@ -141,6 +141,24 @@ def test_a_long_soak_that_read_no_server_memory_has_not_judged_leaks():
     assert evaluate(host_only, _limits(), 1).unjudged == []
 
 
+def test_the_soak_records_its_plan_as_settings_and_judges_its_rules():
+    from pytest_triton_ready.recorder import CheckRecorder
+    from pytest_triton_ready.report.model import Result
+    from pytest_triton_ready.soak import record_soak
+
+    settings = build_settings({"triton_soak": "20s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
+    plan = build_plan(settings, ["m"], {})
+    check = CheckRecorder(Result("PERF-3", "performance", "soak", "n"))
+    record_soak(check, plan, [_window(i) for i in range(20)], 20.0)
+    measured = {m.name for m in check.result.measurements}
+    configured = {s.name for s in check.result.settings}
+    assert {"soak duration planned", "window length", "target rate"} <= configured
+    assert not configured & measured and "soak duration run" in measured
+    judged = {j.rule for j in check.result.judgements}
+    assert {"success-overall", "success-window", "server-memory-leak"} <= judged
+    assert all(j.passed for j in check.result.judgements)
+
+
 def test_one_failing_window_fails_the_success_rule_and_is_named():
     windows = [_window(i) for i in range(10)]
     windows[6] = _window(6, ok=99, failed=1, errors={"Stub process 'm_0' is not healthy.": 1})
