@@ -245,8 +245,10 @@ def triton_run(pytestconfig: pytest.Config):
 
 @pytest.fixture
 def check(request: pytest.FixtureRequest) -> CheckRecorder:
-    """The record of the running check: `threshold`, `measure`, `finding`, `recommend`, `evidence`,
-    `chart`, `not_applicable`, `incomplete`. A missed threshold or an error finding fails the check."""
+    """The record of the running check: `threshold`, `measure`, `judge`, `judged_since`, `setting`,
+    `finding`, `recommend`, `evidence`, `chart`, `not_applicable`, `incomplete`. A missed threshold
+    or an error finding fails the check; a check that judged no rule on data measured in this run
+    is INCOMPLETE (recorder.py)."""
     recorder = request.node.stash.get(RECORDER_KEY, None)
     if recorder is None:
         pytest.fail("the `check` fixture needs a @pytest.mark.triton_check(...) marker", pytrace=False)

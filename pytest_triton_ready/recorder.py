@@ -137,8 +137,8 @@ class CheckRecorder:
             self.result.recommendations.append(text)
 
     def caveat(self, text: str) -> None:
-        """Qualify a verdict on its own line (e.g. "leak not judged: soak of 60 s < 600 s"); the
-        check still passes or fails on its measurements."""
+        """Qualify a verdict on its own line (e.g. "the memory-leak rule is judged by the soak
+        evidence PATH"); the check still passes or fails on its judgements."""
         self.result.reason = text if not self.result.reason else f"{self.result.reason}; {text}"
 
     def evidence(self, label: str, text: str) -> None:

@@ -76,6 +76,8 @@ def test_soak_drift_prints_as_a_ratio_and_a_leak_slope_not_judged_is_no_key_numb
     cells = dict(zip(headings, dict(rows)["all models"], strict=True))
     assert cells["soak p99 drift (last/first)"].text == "0.547"
     assert "memory slope (worst) (MB/h)" not in cells
+    soak["measurements"].append({"name": "server host used memory (nv_cpu_memory_used_bytes) slope", "value": 4320.0,
+                                 "unit": "MB/h", "model": None})  # the whole host's memory, information only
     soak["judgements"].append({"rule": "server-memory-leak", "passed": True})
     assert key_numbers(document)[ALL]["leak_slope"] == 3.0
     scale = dict(zip(headings, dict(rows)["scale"], strict=True))

@@ -84,16 +84,19 @@ def _measurements(results: Iterable[dict[str, Any]], check_id: str) -> Iterable[
             yield from result.get("measurements", [])
 
 
-LEAK_RULES = ("server-memory-leak", "host-memory-leak", "gpu-memory-leak")
+# The soak's slope measurements and the leak rule each belongs to (soak/rules.py).
+SLOPE_RULES = {"server process tree RSS slope": "server-memory-leak",
+               "server host used memory (nv_cpu_memory_used_bytes) slope": "host-memory-leak",
+               "GPU memory used slope": "gpu-memory-leak"}
 
 
-def _leak_judged(results: list[dict[str, Any]]) -> bool:
-    """Whether the soak judged its leak rule: a slope from a soak too short to judge it is no key
-    number. Documents from before the ledger (no `judgements`) are read as they were."""
+def _judged_rules(results: list[dict[str, Any]]) -> set[str] | None:
+    """The rules the soak judged; None for documents from before the ledger (no `judgements`),
+    which are read as they were."""
     soaks = [r for r in results if r.get("check_id") == "PERF-3" and "judgements" in r]
     if not soaks:
-        return True
-    return any(j.get("rule") in LEAK_RULES for r in soaks for j in r["judgements"])
+        return None
+    return {j.get("rule") for r in soaks for j in r["judgements"]}
 
 
 def key_numbers(source: Any) -> dict[str, dict[str, float]]:
@@ -123,12 +126,13 @@ def key_numbers(source: Any) -> dict[str, dict[str, float]]:
             put(m.get("model"), "p99", m.get("value"))
         elif name == "success rate" and _number(m.get("value")) is not None:
             put(m.get("model"), "error_rate", round(1.0 - float(m["value"]), 6))
-    leak_judged = _leak_judged(results)
+    judged = _judged_rules(results)
     for m in _measurements(results, "PERF-3"):
         name, unit = m.get("name", ""), m.get("unit")
         if name.startswith("p99 drift") and unit == "ratio":
             put(m.get("model"), "soak_drift", m.get("value"))
-        elif name.endswith(" slope") and unit == "MB/h" and "runner" not in name and leak_judged:
+        elif name.endswith(" slope") and unit == "MB/h" and "runner" not in name and (
+                judged is None or SLOPE_RULES.get(name) in judged):  # a slope no leak rule judged is no key number
             put(m.get("model"), "leak_slope", m.get("value"), max)
     for m in _measurements(results, "PERF-4"):
         if m.get("unit") == "s" and str(m.get("name", "")).startswith("time "):
