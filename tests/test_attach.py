@@ -352,6 +352,8 @@ DEMO_WAIVERS = textwrap.dedent("""
         - {check: PERF-5, reason: "a first run has no baseline to compare with", owner: tests, expires: 2099-01-01}
         - {check: test_dead_instance_is_reported_and_recovers, owner: tests, expires: 2099-01-01,
            reason: "Triton 2.51 ready endpoints hide a dead instance"}
+        - {check: test_soak_stability, owner: tests, expires: 2099-01-01,
+           reason: "a short soak cannot judge the leak rule; the nightly soak does"}
 """)
 
 
@@ -369,7 +371,8 @@ def test_attached_server_with_declared_faults_ends_ready(supervised, pytester):
     assert outcome.ret == 0, text[-6000:] + "\n" + json.dumps(summary, indent=1)
     assert document["scope"]["not_run"] == []
     waived = {entry["check_id"] for entry in document["scope"]["waived"]}
-    assert waived == {"MON-2", "MON-3", "MON-4", "OPS-1", "OPS-2", "OPS-3", "OPS-4", "SEC-1", "PERF-4", "PERF-5"}, waived
+    assert waived == {"MON-2", "MON-3", "MON-4", "OPS-1", "OPS-2", "OPS-3", "OPS-4", "SEC-1", "PERF-3", "PERF-4",
+                      "PERF-5"}, waived
     for name in ("test_server_crash_restart_answers_correctly", "test_sigterm_under_traffic_is_graceful",
                  "test_new_version_rollout_under_traffic_loses_no_request",
                  "test_forced_reload_under_traffic_loses_no_request"):
