@@ -36,6 +36,7 @@ def test_models_ready(triton, check):
     for entry in triton.client.repository_index():
         index.setdefault(entry["name"], []).append(entry)
     models = triton.models()
+    mark = check.mark()
     if not models:
         check.finding("the repository index lists no model at all")
     never_loaded = triton.launcher.failed_models  # a launched server's reasons, from its log too
@@ -60,6 +61,7 @@ def test_models_ready(triton, check):
                 check.evidence(f"{model} load failure", reason)
         if any(e.get("state") == "READY" for e in entries) and not triton.client.model_ready(model):
             check.finding(f"{model}: READY in the index but /v2/models/{model}/ready does not answer 200", model=model)
+    check.judged_since(mark, "model-ready", measured=f"the repository index and ready endpoints of {len(models)} models")
     if check.errors:
         check.recommend("Read each reason above: fix the config.pbtxt or model files it names, then load the model again.")
 
@@ -88,6 +90,7 @@ def test_models_answer_inference(triton, check):
     if models:
         check.evidence("models and versions sent to", "; ".join(served.values()))
     for model in models:
+        mark = check.mark()
         metadata, config = client.model_metadata(model), client.model_config(model)
         sequence = client.is_sequence_model(model)
         steps = composing_models(model, client.model_config, triton.settings.bls_composing)
@@ -133,6 +136,7 @@ def test_models_answer_inference(triton, check):
                         answer_mismatches(case, answer.outputs, metadata.get("outputs", []), batched))
             for problem in problems:
                 check.finding(f"{model}: {problem}", model=model, rule="answer")
+        check.judged_since(mark, "answer-matches-declared-outputs", measured="the answer to a real inference", model=model)
         if sequence:
             continue
         again = client.infer(model, outcome.inputs)
@@ -153,6 +157,7 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     from pytest_triton_ready.rules.sources import deployment_configs, repository_models
 
     found = deployment_configs(triton)
+    mark = check.mark()
     check.evidence("configs linted", f"{found.where}: " + (", ".join(s.origin for s in found.sources) or "none"))
     for error in found.errors:
         check.finding(f"{error}", rule="config-syntax", value=error.origin)
@@ -197,6 +202,7 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     for item in findings:
         check.finding(item.message, severity=item.severity, rule=item.rule, model=item.model, value=item.value)
     check.measure("models linted", len(found.sources), "models")
+    check.judged_since(mark, "config-lint", measured=f"{len(found.sources)} model configs from {found.where}")
     for severity in ("error", "warning"):
         check.measure(f"lint {severity}s", sum(f.severity == severity for f in findings), "findings")
     if any(f.severity == "error" for f in findings) or found.errors:
@@ -212,6 +218,7 @@ def test_version_policy_explicit_and_served(triton, triton_settings, check):
     from pytest_triton_ready.rules.versions import describe_policy, expected_versions, servable_count
 
     found = deployment_configs(triton)
+    mark = check.mark()
     rollouts = triton_settings.section_model("lint").rollout
     served: dict[str, list[int]] = {}
     for entry in triton.client.repository_index():
@@ -247,6 +254,8 @@ def test_version_policy_explicit_and_served(triton, triton_settings, check):
     for model in missing:
         check.finding(f"lint.rollout names {model}, which is not among the configs in {found.where}",
                       rule="CFG-3", model=model)
+    check.judged_since(mark, "version-policy-served", measured=f"the policies of {len(found.sources)} configs "
+                       "against the versions the server serves")
     if check.errors:
         check.recommend("Write version_policy in every config.pbtxt: specific { versions: [old, new] } during a "
                         "canary or blue-green rollout, latest { num_versions: 1 } otherwise.")

@@ -172,6 +172,7 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
     if monitoring.promtool and promtool is None:
         check.finding(f"monitoring.promtool {monitoring.promtool} does not exist: validated with promql-parser "
                       "instead", severity="warning", rule="MON-2 syntax")
+    mark = check.mark()
     snapshot = triton_metrics()
     audit = alerting.read_rule_files(monitoring.alert_rules, promtool)
     alerting.judge_metrics(audit, snapshot.names | set(snapshot.types), _gpu_state(snapshot, gpu))
@@ -215,6 +216,8 @@ def test_alert_rules_valid_and_can_fire(triton, triton_metrics, gpu, check):
     check.measure("alerts whose expression returns no series", len(silent), "alerts")
     for problem in alerting.evaluation_problems(evaluations):
         check.finding(problem.message, severity=problem.severity, rule=problem.rule)
+    check.judged_since(mark, "alert-rules", measured=f"{len(audit.alerts)} alerts checked against this server's "
+                       "metrics and evaluated by Prometheus")
     if audit.missing_metrics:
         check.recommend("Use metric names Triton exports (see docs/monitoring.md): latency quantiles come from "
                         "nv_inference_*_summary_us, GPU memory from nv_gpu_memory_used_bytes / "
@@ -297,9 +300,11 @@ def test_logging_ready_for_aggregation(triton, check):
     check.measure("log verbose level", settings.get("log_verbose_level"))
     if shipping:
         check.measure("log collector", shipping.get("collector", "not named"))
+    mark = check.mark()
     for problem in verdict.problems:
         check.finding(problem.message, severity=problem.severity, rule="MON-4")
         check.recommend(problem.fix)
+    check.judged_since(mark, "MON-4", measured="the server's logging settings (GET /v2/logging)")
     if triton.owns_process and settings.get("log_format") == ISO8601:
         lines = triton.server_log(50).splitlines()
         stray = non_iso8601_lines(lines)

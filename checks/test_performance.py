@@ -150,7 +150,7 @@ def _benchmark(load, check, health, profiles, targets):
         if prof.min_throughput:
             progress.step(f"{model}: {prof.min_throughput:g} infer/s offered (Poisson)")
             measurement = load.measure(model, rate=prof.min_throughput, poisson=True, judge=rules)
-            check.measure("offered load (Poisson)", prof.min_throughput, "infer/s", model=model)
+            check.setting("offered load (Poisson)", prof.min_throughput, "infer/s", model=model, source="slo.min_throughput")
             label = f"{prof.min_throughput:g} infer/s offered"
             targets[model] = {"rate": prof.min_throughput}
         else:

@@ -171,6 +171,7 @@ def test_no_regression_against_baseline(triton, load, check, triton_run, triton_
     comparisons = [reconsider(c, repeats[c.model][c.metric.key], lambda name: check.threshold(name).value)
                    if c.metric.key in repeats.get(c.model, {}) else c for c in comparisons]
 
+    mark = check.mark()
     worst = max(comparisons, key=lambda c: c.worse_by / c.limit if c.limit else c.worse_by)
     check.measure("worst change against the baseline", f"{model_label(worst.model)}: {worst.metric.label} "
                   f"{worst.short_change()} ({worst.status})")
@@ -182,6 +183,7 @@ def test_no_regression_against_baseline(triton, load, check, triton_run, triton_
             check.finding(f"regression: {c.describe()}", model=c.model, rule="PERF-5")
         elif c.status in (WITHIN_NOISE, NOT_REPRODUCED):
             check.finding(f"{c.status}: {c.describe()}", severity="info", model=c.model)
+    check.judged_since(mark, "no-regression", measured=f"{len(comparisons)} key numbers against the baseline")
     regressions = [c for c in comparisons if c.status == REGRESSION]
     if regressions:
         models = sorted({model_label(c.model) for c in regressions})

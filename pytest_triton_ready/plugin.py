@@ -256,8 +256,10 @@ def triton_run(pytestconfig: pytest.Config):
 
 @pytest.fixture
 def check(request: pytest.FixtureRequest) -> CheckRecorder:
-    """The record of the running check: `threshold`, `measure`, `finding`, `recommend`, `evidence`,
-    `chart`, `not_applicable`, `incomplete`. A missed threshold or an error finding fails the check."""
+    """The record of the running check: `threshold`, `measure`, `judge`, `judged_since`, `setting`,
+    `finding`, `recommend`, `evidence`, `chart`, `not_applicable`, `incomplete`. A missed threshold
+    or an error finding fails the check; a check that judged no rule on data measured in this run
+    is INCOMPLETE (recorder.py)."""
     recorder = request.node.stash.get(RECORDER_KEY, None)
     if recorder is None:
         pytest.fail("the `check` fixture needs a @pytest.mark.triton_check(...) marker", pytrace=False)
@@ -421,8 +423,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
         pytest.fail(recorder.failure_text(), pytrace=False)
     if recorder is not None and recorder.unmeasured:
         recorder.incomplete(f"not measured: {', '.join(recorder.unmeasured)}")
-    if recorder is not None and not recorder.result.measurements and not recorder.result.findings:
-        recorder.incomplete("the check recorded no measurement and no finding: nothing shows that it judged anything")
+    if recorder is not None and not recorder.judged:
+        recorder.incomplete(recorder.unjudged_text())
     return outcome
 
 

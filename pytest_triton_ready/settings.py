@@ -205,6 +205,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("triton_slo_p99_ms", "slo.default.p99_ms", "Default latency budget: p99 in milliseconds, for models without their own SLO.", _positive_float, None, "MS"),
     Option("triton_slo_min_throughput", "slo.default.min_throughput", "Default minimum throughput in inferences per second.", _positive_float, None, "INFER_PER_S"),
     Option("triton_soak", "soak.duration", "PERF-3 soak duration: 90s, 30m, 24h (a nightly job); 0 turns the soak off (PERF-3 then reports INCOMPLETE).", _duration, 60.0, "DURATION"),
+    Option("triton_soak_evidence", "soak.evidence", "PERF-3: a nightly soak's readiness.json (its report directory, or its soak journal) that judges the leak rule when this run's soak is too short to: accepted only when the server version, every model's READY versions and config hash match this server, it is not older than soak_evidence_max_age_h, it ran at least soak_leak_min_duration_s and it passed.", Path, None, "PATH"),
     Option("triton_tune_batching", "performance.tune_batching", "CFG-2: reload batched models with a few max_queue_delay_microseconds values, measure each, recommend the best and restore the original config (needs explicit model control).", _flag, False, "BOOL", flag=True),
     Option("triton_allow", "attach.allow", "Classes of action allowed on an attached server (a server this run did not start): reload, faults, saturate, large_payloads; comma-separated. Default: none (the run changes nothing and stays under the load ceiling).", _allow_list, None, "A,B"),
     Option("triton_load_cluster", "fleet.load_cluster", "Run the load engine's workers on a Ray cluster: auto, ray://HOST:PORT or HOST:PORT (needs the [distributed] extra); default: worker processes on this machine.", _load_cluster, None, "ADDRESS"),
@@ -406,6 +407,7 @@ class Settings:
     triton_slo_p99_ms: float | None = None
     triton_slo_min_throughput: float | None = None
     triton_soak: float = 60.0
+    triton_soak_evidence: Path | None = None
     triton_tune_batching: bool = False
     triton_allow: list[str] | None = None
     triton_load_cluster: str | None = None

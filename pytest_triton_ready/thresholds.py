@@ -134,6 +134,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "soak_pending_growth_max": ThresholdSpec(8.0, "requests", "highest fitted growth of pending requests over the soak", NON_NEGATIVE),
     "soak_runner_memory_slope_max_mb_h": ThresholdSpec(20.0, "MB/h", "highest growth of the runner's own RSS (a warning: it questions the measurement)", NON_NEGATIVE),
     "soak_dropped_max": ThresholdSpec(0.01, "ratio", "highest share of scheduled requests the runner may fail to send on time (a warning)", RATIO),
+    "soak_evidence_max_age_h": ThresholdSpec(168.0, "h", "oldest soak evidence (--triton-soak-evidence) PERF-3 accepts, counted from the end of that soak", POSITIVE),
     # load engine: measurement windows, stability (perf_analyzer) and validity (MLPerf LoadGen)
     "load_warmup_s": ThresholdSpec(1.0, "s", "traffic before the first measurement window, excluded from every number", NON_NEGATIVE),
     "load_window_s": ThresholdSpec(2.0, "s", "length of one measurement window", POSITIVE),

@@ -23,6 +23,15 @@ import pytest
 import tritonclient.grpc.model_config_pb2  # noqa: F401
 import tritonclient.http  # noqa: F401
 from container_engine import container_engine  # noqa: F401  (a real container engine, session-scoped)
+from reruns import (  # noqa: F401  (hooks: reruns for server tests only, counted in the summary)
+    give_server_tests_reruns,
+    pytest_addoption,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+)
+from reruns import (
+    pytest_terminal_summary as rerun_summary,
+)
 from shared_server import SharedDemoServer
 
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
@@ -64,6 +73,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = getattr(item, "originalname", item.name)
         if name in SERVER_TESTS or SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
+    give_server_tests_reruns(config, items)
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +126,9 @@ def demo_server(shared_demo, request):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Name every shared-server death of the session at the end, where nobody can miss it."""
+    """Count the reruns, then name every shared-server death of the session at the end, where
+    nobody can miss it."""
+    rerun_summary(terminalreporter)
     holder = terminalreporter.config.stash.get(SHARED_DEMO_KEY, None)
     if holder is not None and holder.deaths:
         terminalreporter.section("shared demo server deaths")

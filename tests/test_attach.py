@@ -302,11 +302,12 @@ def test_declared_faults_run_perf4_against_a_server_the_run_does_not_own(supervi
     assert sigterm["verdict"] == "pass", json.dumps(sigterm, indent=1)[:3000]
     assert _measure(sigterm, "exit code") == 0
     rollout = results["test_new_version_rollout_under_traffic_loses_no_request"]
-    assert rollout["verdict"] in ("pass", "fail"), json.dumps(rollout, indent=1)[:3000]
+    assert rollout["verdict"] == "pass", json.dumps(rollout, indent=1)[:3000]
     assert not (repository / "scale" / "2").exists() and not any(
         p.name == "2" for m in repository.iterdir() for p in m.iterdir()), "the new version was not removed"
     dead = results["test_dead_instance_is_reported_and_recovers"]
-    assert dead["verdict"] in ("pass", "fail"), json.dumps(dead, indent=1)[:3000]
+    # Triton 2.51: the ready endpoints hide a dead stub, so the experiment fails (triton-facts)
+    assert dead["verdict"] == "fail", json.dumps(dead, indent=1)[:3000]
     assert _measure(dead, "time from unload + load until every instance answers") is not None
     assert (state / "starts").read_text().count("pid") >= 3  # the first start, after the crash, after SIGTERM
     print("\n".join(f"{name}: {_measure(r, m)}" for name, r, m in (
@@ -351,6 +352,8 @@ DEMO_WAIVERS = textwrap.dedent("""
         - {check: PERF-5, reason: "a first run has no baseline to compare with", owner: tests, expires: 2099-01-01}
         - {check: test_dead_instance_is_reported_and_recovers, owner: tests, expires: 2099-01-01,
            reason: "Triton 2.51 ready endpoints hide a dead instance"}
+        - {check: test_soak_stability, owner: tests, expires: 2099-01-01,
+           reason: "a short soak cannot judge the leak rule; the nightly soak does"}
 """)
 
 
@@ -368,7 +371,8 @@ def test_attached_server_with_declared_faults_ends_ready(supervised, pytester):
     assert outcome.ret == 0, text[-6000:] + "\n" + json.dumps(summary, indent=1)
     assert document["scope"]["not_run"] == []
     waived = {entry["check_id"] for entry in document["scope"]["waived"]}
-    assert waived == {"MON-2", "MON-3", "MON-4", "OPS-1", "OPS-2", "OPS-3", "OPS-4", "SEC-1", "PERF-4", "PERF-5"}, waived
+    assert waived == {"MON-2", "MON-3", "MON-4", "OPS-1", "OPS-2", "OPS-3", "OPS-4", "SEC-1", "PERF-3", "PERF-4",
+                      "PERF-5"}, waived
     for name in ("test_server_crash_restart_answers_correctly", "test_sigterm_under_traffic_is_graceful",
                  "test_new_version_rollout_under_traffic_loses_no_request",
                  "test_forced_reload_under_traffic_loses_no_request"):

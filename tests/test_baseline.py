@@ -63,6 +63,27 @@ def test_key_numbers_per_model_and_for_the_whole_run():
     assert numbers[ALL] == {"soak_drift": 1.1, "leak_slope": 3.0, "recovery": 4.0}
 
 
+def test_soak_drift_prints_as_a_ratio_and_a_leak_slope_not_judged_is_no_key_number():
+    from pytest_triton_ready.report.summary import key_number_table
+
+    document = _document()
+    soak = document["results"][2]
+    soak["measurements"][0]["value"] = 0.547  # p99 fell: last/first is 0.547, not "54.70%"
+    soak["judgements"] = [{"rule": "p99-drift", "passed": True}]  # the leak rule was not judged
+    document["key_numbers"] = key_numbers(document)
+    assert "leak_slope" not in document["key_numbers"][ALL]
+    headings, rows = key_number_table(document)
+    cells = dict(zip(headings, dict(rows)["all models"], strict=True))
+    assert cells["soak p99 drift (last/first)"].text == "0.547"
+    assert "memory slope (worst) (MB/h)" not in cells
+    soak["measurements"].append({"name": "server host used memory (nv_cpu_memory_used_bytes) slope", "value": 4320.0,
+                                 "unit": "MB/h", "model": None})  # the whole host's memory, information only
+    soak["judgements"].append({"rule": "server-memory-leak", "passed": True})
+    assert key_numbers(document)[ALL]["leak_slope"] == 3.0
+    scale = dict(zip(headings, dict(rows)["scale"], strict=True))
+    assert scale["error rate at target load"].text == "0 %"  # a share stays a percentage
+
+
 def test_doctored_baseline_with_30_percent_more_capacity_is_a_regression_naming_model_and_numbers():
     baseline = _document(capacity=1300.0)
     comparisons = compare(key_numbers(_document()), key_numbers(baseline), _threshold)

@@ -4,7 +4,7 @@
 Each lint rule has a failing and a passing repository under tests/repositories/lint/<rule id>/
 (bad/ and good/, with a triton-ready.yaml where the rule reads the YAML). They are linted through
 pytester by the real checklist file, attached to the shared demo server. There is no GPU here, so
-the GPU rules read a real H200 capture (shared/data/h200-triton-2.51) through the `gpu` fixture.
+the GPU rules read a real H200 capture (tests/data/h200-triton-2.51) through the `gpu` fixture.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from pytest_triton_ready.rules.modelconfig import ConfigSyntaxError, read_model_
 from pytest_triton_ready.rules.resources import gpu_memory_use, gpus_over
 
 LINT_CASES = TEST_REPOSITORIES / "lint"
-H200 = Path("/work/shared/data/h200-triton-2.51")
+H200 = Path(__file__).parent / "data" / "h200-triton-2.51"  # real captures, kept in the repository
 H200_UUID = "GPU-2ddddd50-82d1-88a5-57dc-504e56a02741"
 LINT_CHECK = "test_model_configs_lint_clean"
-needs_h200_capture = pytest.mark.skipif(not H200.is_dir(), reason=f"the H200 captures are not at {H200}")
 
 # The GPU rules need GPU readings; the lint check reads them through the `gpu` fixture, which a
 # conftest next to a copy of the checklist file replaces with a reader of the H200 capture.
@@ -148,7 +147,6 @@ def test_instance_count_is_skipped_with_its_reason_when_not_measured(run_checkli
     assert not [m for m in run.result(LINT_CHECK)["measurements"] if m["name"].startswith("model GPU memory")]
 
 
-@needs_h200_capture
 def test_instance_count_rule_on_a_model_measured_on_the_h200():
     """The H200 capture measured two python models with 2 GPU instances each: GPU memory 0 MiB
     before the server started (nvidia-smi) and 3.30 GB with both loaded, 0.82 GB per instance.
@@ -331,7 +329,6 @@ def test_gpu_models_without_a_gpu_reading_are_incomplete(run_checklist):
     assert run.report["verdict"] != "READY"
 
 
-@needs_h200_capture
 def test_gpu_memory_on_the_h200_capture(run_checklist, h200_checklist):
     run = run_checklist(h200_checklist, args=("-k", "test_gpu_memory_headroom"))
     run.outcome.assert_outcomes(passed=1)
@@ -345,7 +342,6 @@ def test_gpu_memory_on_the_h200_capture(run_checklist, h200_checklist):
     assert "uses 2.5% of its 150.8 GB, above 2%" in _findings(tight, "test_gpu_memory_headroom")[0]["message"]
 
 
-@needs_h200_capture
 @pytest.mark.parametrize("capture, used_bytes", [("metrics_idle.txt", 3295674368), ("metrics_load.txt", None),
                                                 ("metrics_after.txt", 3706716160)])
 def test_gpu_memory_rule_parses_the_h200_captures(capture, used_bytes):
@@ -358,7 +354,6 @@ def test_gpu_memory_rule_parses_the_h200_captures(capture, used_bytes):
     assert gpus_over([use], 0.9) == [] and gpus_over([use], 0.02) == [use]
 
 
-@needs_h200_capture
 def test_model_memory_is_read_unloaded_then_loaded_again(canary_server):
     """The unload / read / load / read sequence against a real server. No GPU here: the reader
     returns the H200 capture before and after, and notes whether the model was loaded when read."""

@@ -344,8 +344,8 @@ def test_real_container_fault_experiments(run_checklist, container_engine, recor
     assert run.outcome.ret in (0, 1), run.outcome.stdout.str()[-3000:]
     crash = run.result("test_server_crash_restart_answers_correctly")
     dead = run.result("test_dead_instance_is_reported_and_recovers")
-    for result in (crash, dead):
-        assert result["verdict"] in ("pass", "fail"), result
+    assert crash["verdict"] == "pass", crash
+    assert dead["verdict"] == "fail", dead  # Triton 2.51: the ready endpoints hide a dead stub (triton-facts)
     numbers = {m["name"]: m["value"] for r in (crash, dead) for m in r["measurements"]}
     first = numbers["time from SIGKILL until the first correct inference"]
     recovered = numbers["time from unload + load until every instance answers"]

@@ -66,7 +66,8 @@ def test_script_runs_the_whole_checklist_and_keeps_the_evidence(evidence):
     assert "passed" in (out / "triton-ready.out").read_text()
     assert "python:" in (out / "environment.txt").read_text()
     assert f"short soak of {SHORT_SOAK}" in completed.stdout
-    assert verdicts["test_soak_stability"] in ("pass", "fail")  # the soak ran and was judged
+    # a 5 s soak cannot judge the leak rule: INCOMPLETE, naming it, never a pass
+    assert verdicts["test_soak_stability"] == "incomplete", report
 
 
 @pytest.mark.skipif(GPU_HERE, reason=f"this machine can run KIND_GPU instances: {WHY}")

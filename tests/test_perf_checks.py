@@ -184,7 +184,9 @@ def test_target_load_from_min_throughput_runs_open_loop(run_checklist):
     perf1 = run.result("test_benchmark_meets_slo_at_target_load")
     assert perf1["verdict"] == "pass", (perf1["reason"], perf1["findings"], perf1["measurements"])
     m = _measures(perf1, "scale")
-    assert m["offered load (Poisson)"]["value"] == 100
+    assert "offered load (Poisson)" not in m  # a configured value is a setting, never a measurement
+    assert {"name": "offered load (Poisson)", "value": 100.0, "unit": "infer/s", "model": "scale",
+            "source": "slo.min_throughput"} in perf1["settings"]
     assert m["achieved / offered throughput"]["passed"] is True
     assert 0.8 <= m["throughput"]["value"] / 100 <= 1.2
     judged = m["throughput vs min_throughput"]  # 100 - 3 sqrt(100 / 3 s) = 82.7 infer/s

@@ -206,7 +206,7 @@ def test_markdown_summary_lists_every_check_and_each_failure_with_its_section():
     assert "- **GPUs**: none visible: no nv_gpu_* metrics" in lines
     assert "- **Run**: 2025-01-01T10:00:00Z to 2025-01-01T10:08:00Z, 5 checks" in lines
     assert "Checklist items: CFG-1 ✓ · PERF-1 ✗ · MON-2 – · CFG-4 – · SEC-3 ✓" in lines
-    assert "| ✗ | PERF-1 | performance | Benchmark meets the SLO | fail | scale: p99 80.0 ms exceeds the 50 ms budget |" \
+    assert "| ✗ | PERF-1 | performance | Benchmark meets the SLO | fail | 0 | scale: p99 80.0 ms exceeds the 50 ms budget |" \
         in lines
     assert any(line.startswith("| ✓ | SEC-3 | security | Malformed \\| requests |") for line in lines)
     for heading in ("## Failures", "## Could not run", "## Not applicable", "## Warnings"):

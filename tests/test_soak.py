@@ -105,6 +105,15 @@ def test_memory_growth_in_a_soak_too_short_to_judge_is_a_warning():
     assert any("too short to tell a leak from warm-up" in n for n in evaluation.notes)
 
 
+def test_a_soak_shorter_than_the_leak_duration_has_not_judged_the_leak_rule_and_says_what_it_needs():
+    windows = [_window(i, rss_mb=500) for i in range(20)]  # flat memory, 19 s after warm-up
+    unjudged = evaluate(windows, _limits(soak_leak_min_duration_s=600), 1).unjudged
+    assert len(unjudged) == 1
+    assert "memory-leak rule (server-memory-leak, gpu-memory-leak) was not judged" in unjudged[0]
+    assert "soak_leak_min_duration_s = 600 s" in unjudged[0] and "--triton-soak=601s" in unjudged[0]
+    assert evaluate(windows, _limits(soak_leak_min_duration_s=10), 1).unjudged == []
+
+
 def test_memory_growing_every_window_is_a_leak_with_its_slope():
     windows = [_window(i, rss_mb=500 + 10 * i) for i in range(20)]  # 10 MB per 1 s window
     evaluation = evaluate(windows, _limits(), warmup_s=1)
@@ -126,9 +135,28 @@ def test_a_long_soak_that_read_no_server_memory_has_not_judged_leaks():
     assert not evaluation.failed
     assert len(evaluation.unjudged) == 1 and evaluation.unjudged[0].startswith("server memory was not read")
     assert "server host used memory (nv_cpu_memory_used_bytes): not read" in evaluation.unjudged[0]
-    assert evaluate(unread, _limits(soak_leak_min_duration_s=600), 1).unjudged == []  # too short to judge anyway
+    short = evaluate(unread, _limits(soak_leak_min_duration_s=600), 1).unjudged
+    assert len(short) == 1 and short[0].startswith("the memory-leak rule")  # too short, whatever was read
     host_only = [_window(i, rss_mb=None, host_mb=1000) for i in range(20)]
     assert evaluate(host_only, _limits(), 1).unjudged == []
+
+
+def test_the_soak_records_its_plan_as_settings_and_judges_its_rules():
+    from pytest_triton_ready.recorder import CheckRecorder
+    from pytest_triton_ready.report.model import Result
+    from pytest_triton_ready.soak import record_soak
+
+    settings = build_settings({"triton_soak": "20s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
+    plan = build_plan(settings, ["m"], {})
+    check = CheckRecorder(Result("PERF-3", "performance", "soak", "n"))
+    record_soak(check, plan, [_window(i) for i in range(20)], 20.0)
+    measured = {m.name for m in check.result.measurements}
+    configured = {s.name for s in check.result.settings}
+    assert {"soak duration planned", "window length", "target rate"} <= configured
+    assert not configured & measured and "soak duration run" in measured
+    judged = {j.rule for j in check.result.judgements}
+    assert {"success-overall", "success-window", "server-memory-leak"} <= judged
+    assert all(j.passed for j in check.result.judgements)
 
 
 def test_one_failing_window_fails_the_success_rule_and_is_named():
@@ -443,7 +471,6 @@ def test_a_runner_killed_mid_soak_leaves_a_journal_that_renders(tmp_path, demo_s
 
 def test_the_report_command_renders_an_unclosed_journal(tmp_path):
     """`triton-ready report JOURNAL`: the report package's reader list gains the soak journal."""
-    pytest.importorskip("pytest_triton_ready.report.sources", reason="the report command's readers are not installed")
     settings = build_settings({"triton_soak": "1m"}, {}, environ={})
     plan = build_plan(settings, ["m"], {})
     journal = tmp_path / "soak-journal.jsonl"
@@ -472,3 +499,41 @@ def test_a_journal_that_cannot_be_written_is_one_readable_line(run_checklist, tm
     run.outcome.stdout.fnmatch_lines(
         [f"*triton-ready: cannot write the soak journal {blocker}/soak-journal.jsonl: {blocker} is not a directory"])
     assert "Traceback" not in run.outcome.stdout.str()
+
+
+def test_a_short_soaks_report_stands_as_evidence_for_the_same_server_and_is_refused_for_another_config(
+        run_checklist, pytester, tmp_path):
+    """The nightly-evidence path: a soak long enough to judge leaks (the leak-judging duration set
+    to 4 s so that the test runs in seconds) is accepted by a second, shorter run of the same demo
+    server, and the same evidence with one model's config changed is refused naming that model."""
+    common = ("--triton-launch=embedded", "--triton-models=scale,cached_sum",
+              "--triton-threshold=soak_leak_min_duration_s=4",
+              _soak_config(tmp_path, window="1s", rate=20, p99_drift_min_ms=200))
+    nightly = run_checklist("test_soak.py", url=None, args=("--triton-soak=8s", *common))
+    evidence = nightly.result("test_soak_stability")
+    assert evidence["verdict"] == "pass", evidence["reason"]
+    kept = tmp_path / "nightly.json"
+    kept.write_text((nightly.report_dir / "readiness.json").read_text())
+
+    release = run_checklist("test_soak.py", url=None, args=("--triton-soak=3s", f"--triton-soak-evidence={kept}",
+                                                            *common))
+    result = release.result("test_soak_stability")
+    assert result["verdict"] == "pass", result["reason"]
+    assert any(j["rule"] == "soak-evidence" and j["passed"] for j in result["judgements"])
+    cited = next(e["text"] for e in result["evidence"] if e["label"] == "soak evidence")
+    assert cited.startswith(f"{kept} (PERF-3 PASS") and str(kept) in result["reason"]
+    assert f'href="{kept}"' in (release.report_dir / "readiness.html").read_text()
+
+    document = json.loads(kept.read_text())
+    soak = next(r for r in document["results"] if r["check_id"] == "PERF-3")
+    entry = next(e for e in soak["evidence"] if e["label"] == "soak server identity")
+    identity = json.loads(entry["text"])
+    identity["models"]["cached_sum"]["config_sha256"] = "0" * 64  # another config of cached_sum
+    entry["text"] = json.dumps(identity)
+    other = tmp_path / "other-config.json"
+    other.write_text(json.dumps(document))
+    refused = run_checklist("test_soak.py", url=None, args=("--triton-soak=3s", f"--triton-soak-evidence={other}",
+                                                            *common)).result("test_soak_stability")
+    assert refused["verdict"] == "incomplete"
+    assert f"soak evidence {other} refused: model cached_sum: its effective config differs" in refused["reason"]
+    assert "scale" not in refused["reason"].split("refused:")[1]

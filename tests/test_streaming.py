@@ -53,7 +53,7 @@ def test_healthy_streaming_model_passes_every_streaming_check(run_checklist, pyt
         "test_streaming_first_response_histogram_matches_ttft": "pass",
         "test_streaming_slo_at_target_load": "pass",
         "test_streaming_tokens_and_ttft_curve": "pass",
-        "test_streaming_soak_every_request_finishes": "pass",
+        "test_streaming_soak_every_request_finishes": "incomplete",  # 4 s cannot judge the leak rule
         "test_streaming_cancellation_leaves_instances_serving": "pass",
         # Triton 2.51, not the model: the ready endpoints hide a dead stub, and the streams it served hang
         "test_streaming_dead_stub_is_reported_and_recovers": "fail",

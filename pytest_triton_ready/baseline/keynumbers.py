@@ -30,14 +30,16 @@ class Metric:
     threshold: str  # the named threshold of PERF-5's rule
     relative: bool  # the threshold is a ratio of the baseline value (else an absolute rise)
     noise: str | None  # which recorded window noise applies ("throughput", "p50", "p99"), if any
+    share: bool = False  # a ratio that is a share of a whole (printed as a percentage); else printed as a ratio
 
 
 METRICS: tuple[Metric, ...] = (
     Metric("capacity", "capacity within SLO", "infer/s", "higher", "regression_capacity_drop_max", True, "throughput"),
     Metric("p50", "p50 at target load", "ms", "lower", "regression_p50_rise_max", True, "p50"),
     Metric("p99", "p99 at target load", "ms", "lower", "regression_p99_rise_max", True, "p99"),
-    Metric("error_rate", "error rate at target load", "ratio", "lower", "regression_error_rate_rise_max", False, None),
-    Metric("soak_drift", "soak p99 drift", "ratio", "lower", "regression_drift_rise_max", True, None),
+    Metric("error_rate", "error rate at target load", "ratio", "lower", "regression_error_rate_rise_max", False, None,
+           share=True),
+    Metric("soak_drift", "soak p99 drift (last/first)", "ratio", "lower", "regression_drift_rise_max", True, None),
     Metric("leak_slope", "memory slope (worst)", "MB/h", "lower", "regression_memory_slope_rise_max_mb_h", False, None),
     Metric("recovery", "worst recovery time", "s", "lower", "regression_recovery_rise_max", True, None),
     # streaming: PERF-5 measures the spread of repeated streaming measurements at the curve's best point
@@ -85,6 +87,21 @@ def _measurements(results: Iterable[dict[str, Any]], check_id: str) -> Iterable[
             yield from result.get("measurements", [])
 
 
+# The soak's slope measurements and the leak rule each belongs to (soak/rules.py).
+SLOPE_RULES = {"server process tree RSS slope": "server-memory-leak",
+               "server host used memory (nv_cpu_memory_used_bytes) slope": "host-memory-leak",
+               "GPU memory used slope": "gpu-memory-leak"}
+
+
+def _judged_rules(results: list[dict[str, Any]]) -> set[str] | None:
+    """The rules the soak judged; None for documents from before the ledger (no `judgements`),
+    which are read as they were."""
+    soaks = [r for r in results if r.get("check_id") == "PERF-3" and "judgements" in r]
+    if not soaks:
+        return None
+    return {j.get("rule") for r in soaks for j in r["judgements"]}
+
+
 def key_numbers(source: Any) -> dict[str, dict[str, float]]:
     """{model: {metric key: value}} for every key number the run recorded; run-wide ones under ALL."""
     results = _results(source)
@@ -112,11 +129,13 @@ def key_numbers(source: Any) -> dict[str, dict[str, float]]:
             put(m.get("model"), "p99", m.get("value"))
         elif name == "success rate" and _number(m.get("value")) is not None:
             put(m.get("model"), "error_rate", round(1.0 - float(m["value"]), 6))
+    judged = _judged_rules(results)
     for m in _measurements(results, "PERF-3"):
         name, unit = m.get("name", ""), m.get("unit")
         if name.startswith("p99 drift") and unit == "ratio":
             put(m.get("model"), "soak_drift", m.get("value"))
-        elif name.endswith(" slope") and unit == "MB/h" and "runner" not in name:
+        elif name.endswith(" slope") and unit == "MB/h" and "runner" not in name and (
+                judged is None or SLOPE_RULES.get(name) in judged):  # a slope no leak rule judged is no key number
             put(m.get("model"), "leak_slope", m.get("value"), max)
     for m in _measurements(results, "PERF-4"):
         if m.get("unit") == "s" and str(m.get("name", "")).startswith("time "):

@@ -69,7 +69,8 @@ def _table_rows(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
         cells = [_label(run), str(run["verdict"]), str(run["server"] or "—")]
         for model, metric in columns:
             value = (run["numbers"].get(model) or {}).get(metric.key)
-            cells.append("—" if value is None else _value(value, metric.unit) + ("" if metric.unit == "ratio" else f" {metric.unit}"))
+            unit_text = "" if metric.unit == "ratio" else f" {metric.unit}"
+            cells.append("—" if value is None else _value(value, metric.unit, metric.share) + unit_text)
         rows.append(cells)
     return headings, rows
 

@@ -43,12 +43,12 @@ def render_markdown(document: dict[str, Any]) -> str:
             lines += [f"   - → {_one_line(r)}" for r in b.recommendations]
         lines.append("")
     lines += _context_lines(document)
-    lines += ["", "| | Check | Phase | Title | Verdict | Detail |", "|---|---|---|---|---|---|"]
+    lines += ["", "| | Check | Phase | Title | Verdict | Rules judged | Detail |", "|---|---|---|---|---|---|---|"]
     for result in results:
         verdict = VERDICT_LABELS[result.verdict] + ("" if result.blocking else " (advisory)")
         lines.append("| " + " | ".join(_cell(c) for c in (
             VERDICT_SYMBOLS[result.verdict], result.check_id, result.phase, result.title, verdict,
-            shorten(detail(result), 160))) + " |")
+            str(result.rules_judged), shorten(detail(result), 160))) + " |")
     failures = [r for r in results if r.verdict == Verdict.FAIL]
     if failures:
         lines += ["", "## Failures"]

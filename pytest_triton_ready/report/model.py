@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 PHASES = ("config", "performance", "monitoring", "operations", "security")
 
@@ -39,6 +39,29 @@ class Measurement:
     comparison: str | None = None  # "<=", ">=", "<", ">", "=="
     threshold_source: str | None = None  # default, ini, yaml:<file>, env:<VAR>, cli
     passed: bool | None = None
+
+
+@dataclass
+class Judgement:
+    """One rule judged on data measured in this run: a measurement held against a named threshold,
+    or an error rule evaluated on measured data. Only judgements can earn a check its PASS."""
+
+    rule: str
+    passed: bool
+    model: str | None = None
+    measured: str | None = None  # what the rule was judged on, in a few words
+
+
+@dataclass
+class Setting:
+    """A configured value the check ran with (a planned duration, an offered rate): context for the
+    reader, never a measurement and never a judgement."""
+
+    name: str
+    value: float | int | str | None
+    unit: str = ""
+    model: str | None = None
+    source: str | None = None  # where the value came from (a setting's name, a threshold, a fact)
 
 
 @dataclass
@@ -129,6 +152,8 @@ class Result:
     blocking: bool = True
     reason: str | None = None
     measurements: list[Measurement] = field(default_factory=list)
+    judgements: list[Judgement] = field(default_factory=list)
+    settings: list[Setting] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     recommendations: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
@@ -137,9 +162,15 @@ class Result:
     duration_s: float = 0.0
     flaky: bool = False  # failed, then passed when rerun; the first failure is kept as evidence
 
+    @property
+    def rules_judged(self) -> int:
+        """How many rules this check judged on data measured in this run."""
+        return len(self.judgements)
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["verdict"] = self.verdict.value
+        data["rules_judged"] = self.rules_judged
         return data
 
     @classmethod
@@ -154,6 +185,8 @@ class Result:
             blocking=data.get("blocking", True),
             reason=data.get("reason"),
             measurements=[_known(Measurement, m) for m in data.get("measurements", [])],
+            judgements=[_known(Judgement, j) for j in data.get("judgements", [])],
+            settings=[_known(Setting, s) for s in data.get("settings", [])],
             findings=[_known(Finding, f) for f in data.get("findings", [])],
             recommendations=list(data.get("recommendations", [])),
             evidence=[_known(Evidence, e) for e in data.get("evidence", [])],

@@ -22,9 +22,10 @@ class Cell:
     tone: str = ""  # "worse" | "better" | ""
 
 
-def _value(value: float, unit: str) -> str:
-    """A key number without its unit (the column heading carries it); ratios below 1 as percent."""
-    if unit == "ratio" and abs(value) < 1:
+def _value(value: float, unit: str, share: bool = False) -> str:
+    """A key number without its unit (the column heading carries it); a share of a whole (an error
+    rate) as percent, any other ratio (last/first) as the ratio it is."""
+    if unit == "ratio" and share and abs(value) < 1:
         return f"{value:.3%}" if value and abs(value) < 0.001 else f"{value:.2%}" if value else "0 %"
     return f"{value:.4g}"
 
@@ -43,7 +44,7 @@ def key_number_table(document: dict[str, Any]) -> tuple[list[str], list[tuple[st
             if value is None:
                 cells.append(Cell("—"))
                 continue
-            cell = Cell(_value(value, metric.unit))
+            cell = Cell(_value(value, metric.unit, metric.share))
             then = (base.get(model) or {}).get(metric.key)
             if then is not None:
                 if metric.relative and then:

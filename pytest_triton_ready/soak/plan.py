@@ -31,7 +31,8 @@ MAX_WINDOWS = 10_000  # what the load engine keeps, and a bound on the runner's 
 LIMIT_NAMES = ("success_rate_min", "soak_p99_drift_ratio_max", "soak_p99_drift_min_ms",
                "soak_server_memory_slope_max_mb_h", "soak_gpu_memory_slope_max_mb_h", "soak_leak_min_growth_mb",
                "soak_leak_min_duration_s",
-               "soak_pending_growth_max", "soak_runner_memory_slope_max_mb_h", "soak_dropped_max")
+               "soak_pending_growth_max", "soak_runner_memory_slope_max_mb_h", "soak_dropped_max",
+               "soak_evidence_max_age_h")
 
 
 class PlanError(TritonReadyError, ValueError):
@@ -69,6 +70,9 @@ class SoakSection(Section):
         dict, "pinned rate per model (outranks everything)", unit="infer/s")
     models: list[str] | None = setting(None, "models to soak (default: every READY model in scope)")
     journal: str | None = setting(None, f"the journal file (default: {JOURNAL_NAME} in the report directory)")
+    evidence: str | None = setting(None, "a nightly soak's readiness.json (or its directory or journal) that "
+                                         "judges the leak rule, as --triton-soak-evidence")
+    evidence_max_age_h: float | None = _limit("soak_evidence_max_age_h")
     rate_fraction: float | None = _limit("soak_rate_fraction")
     success_rate_min: float | None = _limit("success_rate_min")
     p99_drift_ratio_max: float | None = _limit("soak_p99_drift_ratio_max")

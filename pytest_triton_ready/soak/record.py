@@ -27,15 +27,14 @@ DEFAULT_TITLE = "The server stays stable under steady load for the soak duration
 
 def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window], ran_s: float) -> Evaluation:
     """Record the soak on `check`: the plan, every rule outcome, the charts and the window table."""
-    check.measure("soak duration planned", round(plan.duration_s, 1), "s")
+    check.setting("soak duration planned", round(plan.duration_s, 1), "s", source="triton_soak")
     check.measure("soak duration run", round(ran_s, 1), "s")
-    check.measure("window length", round(plan.window_s, 2), "s")
-    check.measure("warm-up (left out of drift and leak trends)", round(plan.warmup_s, 2), "s")
+    check.setting("window length", round(plan.window_s, 2), "s")
+    check.setting("warm-up (left out of drift and leak trends)", round(plan.warmup_s, 2), "s")
     check.measure("windows", len(windows), "windows")
     for model in plan.models:
-        check.measure("target rate", round(plan.rates[model], 2), "infer/s", model=model)
-        check.finding(f"{model}: soak rate {plan.rates[model]:.1f} infer/s from {plan.rate_sources[model]}",
-                      severity="info", rule="soak-rate", model=model)
+        check.setting("target rate", round(plan.rates[model], 2), "infer/s", model=model,
+                      source=plan.rate_sources[model])
     sent = sum(w.sent for w in windows)
     ok = sum(w.ok for w in windows)
     check.measure("requests completed", sent, "requests")
@@ -52,8 +51,9 @@ def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window],
             check.measure(outcome.name, outcome.value, outcome.unit, threshold=outcome.threshold,
                           comparison=outcome.comparison, rule=outcome.rule,
                           finding=outcome.finding if outcome.passed is False else None)
-            if outcome.passed is False and outcome.threshold is None:
-                check.finding(outcome.finding or outcome.name, rule=outcome.rule)
+            if outcome.passed is not None and outcome.threshold is None:
+                check.judge(outcome.rule, outcome.passed, measured=outcome.name,
+                            finding=outcome.finding or outcome.name)
         else:
             check.measure(outcome.name, outcome.value, outcome.unit, rule=outcome.rule)
             if outcome.passed is False:

@@ -10,14 +10,15 @@ exactly as the run did. Rules:
 - the runner's own memory and the share of requests it could not send on time (warnings: they
   question the measurement, not the server).
 
-A soak long enough to judge leaks (soak_leak_min_duration_s) that could read neither the server's
-process memory nor the host's memory gauge has not judged the server's leak at all: `unjudged`
-says so, and the soak is INCOMPLETE rather than a pass (attached to a server whose metrics port is
-not reachable, for instance).
+A soak shorter than the leak-judging duration (soak_leak_min_duration_s after warm-up), or one
+that could read neither the server's process memory nor the host's memory gauge, has not judged
+the server's leak at all: `unjudged` names the rule and what it needs, and the soak is INCOMPLETE
+(waivable) rather than a pass. Memory growth in a short soak is shown as a warning, not judged.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -106,12 +107,24 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
         notes.append("pending requests: too few windows with nv_inference_pending_request_count to fit a trend")
     outcomes += _dropped(windows, limits["soak_dropped_max"])
     unjudged = []
-    long_enough = _span_s(settled) >= limits["soak_leak_min_duration_s"].value
-    if long_enough and trends["server-memory-leak"] is None and trends["host-memory-leak"] is None:
+    leak_min = limits["soak_leak_min_duration_s"].value
+    long_enough = _span_s(settled) >= leak_min
+    if not long_enough:
+        unjudged.append(leak_unjudged(_span_s(settled), leak_min, warmup_s))
+    elif trends["server-memory-leak"] is None and trends["host-memory-leak"] is None:
         unjudged.append("server memory was not read (neither the server's process tree nor the metrics' "
                         "nv_cpu_memory_used_bytes), so no leak could be judged: "
-                        + "; ".join(n for n in notes if n.startswith(("server process tree", "server host"))))
+                        + "; ".join(n for n in notes if n.startswith(("server process tree", "server host")))
+                        + "; give the metrics endpoint (--triton-metrics-url) or run the server from this runner")
     return Evaluation(outcomes, trends, notes, unjudged)
+
+
+def leak_unjudged(span_s: float, leak_min_s: float, warmup_s: float) -> str:
+    """The sentence for a soak too short to judge leaks: the rule, and the duration it needs."""
+    return (f"the memory-leak rule (server-memory-leak, gpu-memory-leak) was not judged: the soak ran "
+            f"{span_s:.0f} s after warm-up, and telling a leak from warm-up needs soak_leak_min_duration_s = "
+            f"{leak_min_s:.0f} s (--triton-soak={math.ceil(leak_min_s + warmup_s)}s or longer, or "
+            f"--triton-soak-evidence=PATH of a nightly soak)")
 
 
 def _success(windows: Sequence[Window], minimum: ThresholdValue) -> list[Outcome]:

@@ -1,0 +1,210 @@
+"""Soak evidence: a nightly soak's record standing as PERF-3's leak judgement in a release run.
+
+A release gate cannot soak for the hours a leak needs; a nightly job can. `--triton-soak-evidence`
+(YAML `soak.evidence`) names that soak's readiness.json, its report directory, or its soak journal.
+The evidence is accepted only when all of these hold, each compared in this run:
+
+- the server version is this server's;
+- every model in scope has the same READY versions and the same effective config (a SHA-256 of the
+  live config the server serves), and the evidence covers no model this server lacks;
+- it is not older than `soak_evidence_max_age_h`, counted from the end of that soak;
+- that soak ran at least `soak_leak_min_duration_s` (this run's value) and judged the leak rule;
+- its PERF-3 passed.
+
+Otherwise `judge` returns the differences, each naming what differs, and PERF-3 stays INCOMPLETE.
+The soak check records the identity it ran against (`server_identity`) in its Result and journal,
+so that its report can serve as evidence later.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import TritonReadyError
+
+IDENTITY_LABEL = "soak server identity"
+EVIDENCE_LABEL = "soak evidence"
+LEAK_RULES = ("server-memory-leak", "host-memory-leak", "gpu-memory-leak")
+DURATION_RUN = "soak duration run"
+
+
+class EvidenceError(TritonReadyError, ValueError):
+    """The evidence file cannot be read as a soak's record; the message names the file and why."""
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """SHA-256 of a model's effective config as the server serves it (keys sorted)."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def server_identity(client: Any, models: Iterable[str]) -> dict[str, Any]:
+    """What a soak ran against: server version, and per model its READY versions and config digest."""
+    ready: dict[str, set[str]] = {}
+    for entry in client.repository_index():
+        if entry.get("state") == "READY":
+            ready.setdefault(entry.get("name"), set()).add(str(entry.get("version", "")))
+    return {
+        "server_version": client.server_metadata().get("version"),
+        "models": {model: {"ready_versions": sorted(ready.get(model, set())),
+                           "config_sha256": config_digest(client.model_config(model))}
+                   for model in sorted(models)},
+    }
+
+
+@dataclass
+class SoakEvidence:
+    """The parts of a finished soak's record that decide whether it can stand as evidence."""
+
+    path: Path
+    identity: dict[str, Any] | None
+    verdict: str
+    ran_s: float | None
+    leak_judged: bool
+    finished_at: str | None
+
+    def describe(self) -> str:
+        ran = f"{self.ran_s:.0f} s" if self.ran_s is not None else "an unknown duration"
+        version = (self.identity or {}).get("server_version", "?")
+        return (f"{self.path} (PERF-3 {self.verdict.upper()}, a soak of {ran} finished {self.finished_at}, "
+                f"server {version}, {len((self.identity or {}).get('models', {}))} models)")
+
+
+def load_evidence(path: str | Path) -> SoakEvidence:
+    """Read a readiness.json, a report directory holding one, or a soak journal."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "readiness.json"
+    if not path.is_file():
+        raise EvidenceError(f"soak evidence {path}: no such file")
+    from .journal import JournalError, is_journal
+
+    if is_journal(path):
+        try:
+            return _from_journal(path)
+        except JournalError as exc:
+            raise EvidenceError(f"soak evidence {path}: {exc}") from None
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EvidenceError(f"soak evidence {path}: not a readiness.json nor a soak journal ({exc})") from None
+    if not isinstance(document, dict) or "results" not in document:
+        raise EvidenceError(f"soak evidence {path}: not a readiness.json (no results) nor a soak journal")
+    soaks = [r for r in document["results"] if r.get("check_id") == "PERF-3"
+             and any(e.get("label") == IDENTITY_LABEL for e in r.get("evidence", []))]
+    if not soaks:
+        raise EvidenceError(f"soak evidence {path}: its report holds no PERF-3 soak that recorded the server "
+                            f"it ran against ({IDENTITY_LABEL})")
+    result = soaks[0]
+    identity_text = next(e["text"] for e in result["evidence"] if e.get("label") == IDENTITY_LABEL)
+    return SoakEvidence(path, _identity(identity_text, path), result.get("verdict", "?"),
+                        _duration_run(result.get("measurements", [])), _leak_judged(result.get("judgements", [])),
+                        document.get("finished_at"))
+
+
+def _from_journal(path: Path) -> SoakEvidence:
+    from .journal import read_journal
+    from .record import result_from_journal
+
+    journal = read_journal(path)
+    result = result_from_journal(journal)
+    finished = (journal.end or {}).get("finished_at")
+    data = result.to_dict()
+    return SoakEvidence(path, journal.header.get("server_identity"), result.verdict.value,
+                        _duration_run(data["measurements"]), _leak_judged(data["judgements"]), finished)
+
+
+def _identity(text: str, path: Path) -> dict[str, Any]:
+    try:
+        identity = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EvidenceError(f"soak evidence {path}: its {IDENTITY_LABEL} is not JSON ({exc})") from None
+    if not isinstance(identity, dict):
+        raise EvidenceError(f"soak evidence {path}: its {IDENTITY_LABEL} is not a mapping")
+    return identity
+
+
+def _duration_run(measurements: list[dict[str, Any]]) -> float | None:
+    return next((float(m["value"]) for m in measurements if m.get("name") == DURATION_RUN
+                 and isinstance(m.get("value"), (int, float))), None)
+
+
+def _leak_judged(judgements: list[dict[str, Any]]) -> bool:
+    return any(j.get("rule") in LEAK_RULES for j in judgements)
+
+
+def judge(evidence: SoakEvidence, current: dict[str, Any], *, max_age_h: float, leak_min_s: float,
+          now: dt.datetime | None = None) -> list[str]:
+    """Every difference that keeps `evidence` from standing for the server `current` describes;
+    empty when it is accepted."""
+    problems: list[str] = []
+    if evidence.verdict != "pass":
+        problems.append(f"its PERF-3 verdict is {evidence.verdict.upper()}, not PASS")
+    if evidence.ran_s is None or evidence.ran_s < leak_min_s:
+        ran = "an unknown time" if evidence.ran_s is None else f"{evidence.ran_s:.0f} s"
+        problems.append(f"it soaked {ran}, less than soak_leak_min_duration_s = {leak_min_s:.0f} s")
+    elif not evidence.leak_judged:
+        problems.append("it did not judge the memory-leak rule")
+    problems += _age(evidence.finished_at, max_age_h, now or dt.datetime.now(dt.timezone.utc))
+    identity = evidence.identity or {}
+    if not identity:
+        return problems + ["it records no server identity (server version, models, configs) to compare"]
+    if identity.get("server_version") != current.get("server_version"):
+        problems.append(f"server version {identity.get('server_version')} there, {current.get('server_version')} here")
+    then, here = identity.get("models") or {}, current.get("models") or {}
+    for model in sorted(set(then) | set(here)):
+        if model not in then:
+            problems.append(f"model {model}: not in the evidence")
+        elif model not in here:
+            problems.append(f"model {model}: in the evidence, not READY in scope here")
+        else:
+            if then[model].get("ready_versions") != here[model].get("ready_versions"):
+                problems.append(f"model {model}: READY versions {then[model].get('ready_versions')} there, "
+                                f"{here[model].get('ready_versions')} here")
+            if then[model].get("config_sha256") != here[model].get("config_sha256"):
+                problems.append(f"model {model}: its effective config differs (sha256 "
+                                f"{str(then[model].get('config_sha256'))[:12]} there, "
+                                f"{str(here[model].get('config_sha256'))[:12]} here)")
+    return problems
+
+
+def _age(finished_at: str | None, max_age_h: float, now: dt.datetime) -> list[str]:
+    if not finished_at:
+        return ["it records no time its soak finished, so its age is unknown"]
+    try:
+        finished = dt.datetime.fromisoformat(finished_at)
+    except ValueError:
+        return [f"its finish time {finished_at!r} is not an ISO 8601 time"]
+    if finished.tzinfo is None:
+        finished = finished.replace(tzinfo=dt.timezone.utc)
+    age_h = (now - finished).total_seconds() / 3600
+    if age_h > max_age_h:
+        return [f"it is {age_h:.1f} h old, older than soak_evidence_max_age_h = {max_age_h:g} h"]
+    return []
+
+
+def stand_in(check: Any, path: str | Path | None, identity: dict[str, Any], limits: dict[str, Any],
+             unjudged: list[str]) -> list[str]:
+    """Let the soak evidence at `path` judge the leak rule this run's soak could not; returns what
+    stays unjudged (empty when the evidence is accepted). Accepted or refused, the report names
+    and links the evidence."""
+    if not path:
+        return unjudged
+    try:
+        evidence = load_evidence(path)
+    except EvidenceError as exc:
+        return [*unjudged, str(exc)]
+    check.evidence(EVIDENCE_LABEL, evidence.describe())
+    problems = judge(evidence, identity, max_age_h=limits["soak_evidence_max_age_h"].value,
+                     leak_min_s=limits["soak_leak_min_duration_s"].value)
+    if problems:
+        return [*unjudged, f"soak evidence {evidence.path} refused: " + "; ".join(problems)]
+    check.judge("soak-evidence", True, measured=f"this server's version, READY versions and config digests of "
+                f"{len(identity.get('models', {}))} models against {evidence.describe()}")
+    check.caveat(f"the memory-leak rule is judged by the soak evidence {evidence.path}")
+    return []

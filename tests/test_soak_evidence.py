@@ -1,0 +1,123 @@
+"""Soak evidence (PERF-3 in a release run judged by a nightly soak): reading a report or journal,
+and every difference that refuses it. Pure unit tests; the server test is in tests/test_soak.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from pytest_triton_ready.soak.evidence import (
+    EvidenceError,
+    config_digest,
+    judge,
+    load_evidence,
+    server_identity,
+)
+
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
+IDENTITY = {"server_version": "2.51.0",
+            "models": {"scale": {"ready_versions": ["1"], "config_sha256": "a" * 64},
+                       "cached_sum": {"ready_versions": ["1"], "config_sha256": "b" * 64}}}
+
+
+def _report(tmp_path, *, verdict="pass", ran_s=900.0, finished="2026-11-30T12:00:00+00:00", leak_judged=True,
+            identity=IDENTITY):
+    judgements = [{"rule": "success-overall", "passed": True}]
+    if leak_judged:
+        judgements.append({"rule": "server-memory-leak", "passed": True})
+    document = {"kind": "triton-readiness", "finished_at": finished, "results": [{
+        "check_id": "PERF-3", "verdict": verdict, "judgements": judgements,
+        "measurements": [{"name": "soak duration run", "value": ran_s, "unit": "s"}],
+        "evidence": [{"label": "soak server identity", "text": json.dumps(identity)}]}]}
+    path = tmp_path / "readiness.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _judge(path, current=IDENTITY, **kw):
+    return judge(load_evidence(path), current, max_age_h=kw.get("max_age_h", 168), leak_min_s=kw.get("leak_min_s", 600),
+                 now=NOW)
+
+
+def test_evidence_of_the_same_server_that_judged_the_leak_and_passed_is_accepted(tmp_path):
+    path = _report(tmp_path)
+    assert _judge(path) == []
+    assert _judge(tmp_path) == []  # the report directory works too
+    assert load_evidence(path).describe().startswith(f"{path} (PERF-3 PASS, a soak of 900 s finished")
+
+
+def test_a_different_model_config_is_refused_naming_the_model(tmp_path):
+    changed = json.loads(json.dumps(IDENTITY))
+    changed["models"]["cached_sum"]["config_sha256"] = "c" * 64
+    problems = _judge(_report(tmp_path), changed)
+    assert problems == ["model cached_sum: its effective config differs (sha256 bbbbbbbbbbbb there, cccccccccccc here)"]
+
+
+@pytest.mark.parametrize(("report", "current", "limits", "expected"), [
+    ({"verdict": "fail"}, None, {}, "its PERF-3 verdict is FAIL, not PASS"),
+    ({"ran_s": 60.0}, None, {}, "it soaked 60 s, less than soak_leak_min_duration_s = 600 s"),
+    ({"leak_judged": False}, None, {}, "it did not judge the memory-leak rule"),
+    ({"finished": "2026-11-20T12:00:00+00:00"}, None, {}, "it is 264.0 h old, older than soak_evidence_max_age_h = 168 h"),
+    ({}, {**IDENTITY, "server_version": "2.52.0"}, {}, "server version 2.51.0 there, 2.52.0 here"),
+    ({}, {**IDENTITY, "models": {**IDENTITY["models"], "scale": {"ready_versions": ["1", "2"],
+                                                                  "config_sha256": "a" * 64}}}, {},
+     "model scale: READY versions ['1'] there, ['1', '2'] here"),
+    ({}, {**IDENTITY, "models": {**IDENTITY["models"], "new": {"ready_versions": ["1"], "config_sha256": "d"}}}, {},
+     "model new: not in the evidence"),
+    ({}, {**IDENTITY, "models": {"scale": IDENTITY["models"]["scale"]}}, {},
+     "model cached_sum: in the evidence, not READY in scope here"),
+])
+def test_each_difference_refuses_the_evidence_and_is_named(tmp_path, report, current, limits, expected):
+    assert _judge(_report(tmp_path, **report), current or IDENTITY, **limits) == [expected]
+
+
+def test_unreadable_evidence_is_one_line_naming_the_file(tmp_path):
+    with pytest.raises(EvidenceError, match=r"soak evidence .*missing.json: no such file"):
+        load_evidence(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(EvidenceError, match=r"bad.json: not a readiness.json nor a soak journal"):
+        load_evidence(tmp_path / "bad.json")
+    (tmp_path / "nosoak.json").write_text(json.dumps({"results": [{"check_id": "PERF-1"}]}))
+    with pytest.raises(EvidenceError, match="holds no PERF-3 soak that recorded the server it ran against"):
+        load_evidence(tmp_path / "nosoak.json")
+
+
+class _Client:
+    def server_metadata(self):
+        return {"version": "2.51.0"}
+
+    def repository_index(self):
+        return [{"name": "scale", "version": "1", "state": "READY"}, {"name": "scale", "version": "2",
+                                                                        "state": "UNAVAILABLE"}]
+
+    def model_config(self, model):
+        return {"name": model, "max_batch_size": 8}
+
+
+def test_the_identity_holds_the_version_ready_versions_and_config_digest():
+    identity = server_identity(_Client(), ["scale"])
+    assert identity == {"server_version": "2.51.0", "models": {"scale": {
+        "ready_versions": ["1"], "config_sha256": config_digest({"max_batch_size": 8, "name": "scale"})}}}
+
+
+def test_a_closed_soak_journal_is_evidence_too(tmp_path):
+    from pytest_triton_ready.settings import build_settings
+    from pytest_triton_ready.soak import JournalWriter, Window, build_plan
+
+    settings = build_settings({"triton_soak": "30s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
+    plan = build_plan(settings, ["scale"], {})
+    path = tmp_path / "soak-journal.jsonl"
+    writer = JournalWriter(path, {"started_at": "2026-12-01T11:00:00+00:00", "plan": plan.to_dict(),
+                                  "context": {}, "settings": settings.redacted(), "server_identity": IDENTITY})
+    for i in range(30):
+        writer.window(Window(index=i, start_s=i, end_s=i + 1, wall_time=1e9 + i, sent=100, ok=100, failed=0, errors={},
+                             p50_ms=2.0, p99_ms=4.0, pending_requests=0, server_rss_bytes=500 * 2**20,
+                             runner_rss_bytes=80 * 2**20))
+    writer.end("completed", "2026-12-01T11:00:30+00:00")
+    evidence = load_evidence(path)
+    assert evidence.verdict == "pass" and evidence.leak_judged and evidence.identity == IDENTITY
+    assert judge(evidence, IDENTITY, max_age_h=168, leak_min_s=5, now=NOW) == []
+    assert judge(evidence, IDENTITY, max_age_h=168, leak_min_s=600, now=NOW) == [
+        "it soaked 30 s, less than soak_leak_min_duration_s = 600 s"]
