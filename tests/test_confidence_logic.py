@@ -141,7 +141,18 @@ def test_a_clear_fail_decides_early_too():
     assert record_judgement(check, p99, model="m", finding="m: p99 over budget") is None
     assert [f.message for f in check.errors] == ["m: p99 over budget"]
     assert [e.text for e in check.result.evidence] == [
-        "p99 latency 145.7 ms, 95% interval [137.1, 153] ms, rule <= 100 ms: fail (margin -45.66 ms)"]
+        "p99 latency 145.7 ms, 95% interval [137.3, 153.2] ms, rule <= 100 ms: fail (margin -45.66 ms)"]
+
+
+def test_a_budget_far_below_every_request_fails_however_noisy_the_windows():
+    """Windows whose p99 swings from 3 to 57 ms against a 0.05 ms budget: a symmetric interval of
+    the windows' p99 reached below zero and called it too close; the percentile interval is taken
+    on the logarithms, so it stays above zero and the rule fails at the first look."""
+    windows = recorded_windows(p99_ms=30.0, count=10, spread=0.9, seed=5)
+    tiny = Rule("p99 latency", "p99", "<=", 0.05, "ms")
+    assert stopping_point(windows, [tiny]) == 3
+    (p99,) = judge_measurement([tiny], windows[:3], RULES, "m")
+    assert p99.outcome == FAIL and p99.estimate.interval.low > 0.05
 
 
 def test_without_rules_the_engine_keeps_perf_analyzers_stop():

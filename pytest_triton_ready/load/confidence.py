@@ -7,7 +7,9 @@
   histogram (the ranks n*q +- z*sqrt(n*q*(1-q)), as MLPerf LoadGen's early stopping counts
   them) holds for independent samples; requests of one window are not independent under load
   (a stall slows many at once), so the batch-means interval of the windows' own percentiles
-  widens it where the windows disagree.
+  widens it where the windows disagree. Latency noise is multiplicative (a busy machine slows
+  every request by a factor), so those batch means are taken of the logarithms: the interval
+  is asymmetric and never below zero.
 
 An interval is None where it cannot be computed (fewer than two windows, nothing measured):
 a rule judged on it is undecided, never passed.
@@ -126,10 +128,10 @@ def percentile_interval(histogram: LatencyHistogram, window_values: Sequence[flo
                         level: float) -> Interval | None:
     """Order-statistic interval over the merged histogram, widened by the windows' batch means."""
     ordered = order_statistic_interval(histogram, percentile, level)
-    by_windows = batch_means([v for v in window_values if v is not None], level)
-    if ordered is None or by_windows is None:
+    logs = batch_means([math.log(v) for v in window_values if v is not None and v > 0], level)
+    if ordered is None or logs is None:
         return None
-    return ordered.hull(by_windows)
+    return ordered.hull(Interval(math.exp(logs.low), math.exp(logs.high), level))
 
 
 def difference_interval(value: float, interval: Interval, reference: float, reference_interval: Interval | None,
