@@ -100,6 +100,14 @@ def test_the_order_statistic_interval_brackets_the_percentile_and_narrows_with_m
 
 
 # -- rules decided with confidence -----------------------------------------------------------------
+def test_a_measurement_looks_at_its_rules_a_few_times_each_at_a_level_that_keeps_the_whole():
+    assert RULES.look_windows == (3, 6, 10)
+    assert RULES.look_level == pytest.approx(1 - 0.05 / 3)
+    short = MeasureRules(window_s=0.4, min_duration_s=1.2, max_windows=6)
+    assert short.look_windows == (3, 6)
+    assert MeasureRules(max_windows=1).look_windows == (1,)
+
+
 def test_a_threshold_inside_the_noise_ends_too_close_to_call_with_its_interval():
     windows = recorded_windows(p99_ms=100.0, count=10, spread=0.05)
     assert stopping_point(windows, [P99_RULE]) == 10  # measured to the window budget, undecided
@@ -133,7 +141,18 @@ def test_a_clear_fail_decides_early_too():
     assert record_judgement(check, p99, model="m", finding="m: p99 over budget") is None
     assert [f.message for f in check.errors] == ["m: p99 over budget"]
     assert [e.text for e in check.result.evidence] == [
-        "p99 latency 145.7 ms, 95% interval [132, 158.1] ms, rule <= 100 ms: fail (margin -45.66 ms)"]
+        "p99 latency 145.7 ms, 95% interval [137.3, 153.2] ms, rule <= 100 ms: fail (margin -45.66 ms)"]
+
+
+def test_a_budget_far_below_every_request_fails_however_noisy_the_windows():
+    """Windows whose p99 swings from 3 to 57 ms against a 0.05 ms budget: a symmetric interval of
+    the windows' p99 reached below zero and called it too close; the percentile interval is taken
+    on the logarithms, so it stays above zero and the rule fails at the first look."""
+    windows = recorded_windows(p99_ms=30.0, count=10, spread=0.9, seed=5)
+    tiny = Rule("p99 latency", "p99", "<=", 0.05, "ms")
+    assert stopping_point(windows, [tiny]) == 3
+    (p99,) = judge_measurement([tiny], windows[:3], RULES, "m")
+    assert p99.outcome == FAIL and p99.estimate.interval.low > 0.05
 
 
 def test_without_rules_the_engine_keeps_perf_analyzers_stop():
@@ -147,9 +166,9 @@ def test_without_rules_the_engine_keeps_perf_analyzers_stop():
 # -- success before validity ----------------------------------------------------------------------
 def test_a_model_failing_every_request_fails_on_its_success_rate_whatever_the_validity():
     windows = recorded_windows(p99_ms=4.0, count=10, per_window=0, errors=400)
-    assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 2  # no need to wait for validity
-    measured = measurement_from("m", _result(windows[:2]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
-    assert not measured.valid  # 0 requests < 200, 4 s < 6 s
+    assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 3  # the first look, never valid
+    measured = measurement_from("m", _result(windows[:3]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
+    assert not measured.valid  # 0 requests < 200
     success = measured.judgement("success rate")
     assert (success.outcome, success.value) == (FAIL, 0.0)
     check = _check()
@@ -224,7 +243,7 @@ def _result(windows):
                          last.end_s)
 
 
-def test_a_curve_point_asks_the_searchs_questions_and_the_gain_only_past_the_rule_of_thumb():
+def test_a_curve_point_asks_the_searchs_questions():
     from pytest_triton_ready.load.curve import CapacitySearch
 
     search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=100.0, success_min=0.999)  # rule: 4
@@ -235,6 +254,16 @@ def test_a_curve_point_asks_the_searchs_questions_and_the_gain_only_past_the_rul
     within = search.point_rules(points, 4, 0.10)
     assert [r.name for r in within] == ["p99 latency", "success rate", "throughput against the previous point"]
     assert within[2].failure_only and within[2].threshold == pytest.approx(0.9 * 1800)
-    beyond = search.point_rules(points, 8, 0.10)
-    assert beyond[-1].name == "throughput gain" and beyond[-1].threshold == pytest.approx(1.05 * 2000)
-    assert beyond[-1].reference.interval == points[2].throughput_interval
+    assert [r.name for r in search.point_rules(points, 8, 0.10)] == [r.name for r in within]
+
+
+def test_past_the_rule_of_thumb_the_search_doubles_only_while_a_gain_is_confirmed():
+    from pytest_triton_ready.load.curve import PLATEAU, CapacitySearch
+
+    def search_after(points):
+        search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=100.0, success_min=0.999)
+        return search.next_level(points), search.reason
+
+    base = [_point(1, 1000, 20), _point(2, 1800, 20), _point(4, 2000, 20)]
+    assert search_after([*base, _point(8, 2400, 20)]) == (16, None)  # +20%, intervals +-1%
+    assert search_after([*base, _point(8, 2400, 500)]) == (None, PLATEAU)  # +20% inside +-25% noise

@@ -7,7 +7,9 @@
   histogram (the ranks n*q +- z*sqrt(n*q*(1-q)), as MLPerf LoadGen's early stopping counts
   them) holds for independent samples; requests of one window are not independent under load
   (a stall slows many at once), so the batch-means interval of the windows' own percentiles
-  widens it where the windows disagree.
+  widens it where the windows disagree. Latency noise is multiplicative (a busy machine slows
+  every request by a factor), so those batch means are taken of the logarithms: the interval
+  is asymmetric and never below zero.
 
 An interval is None where it cannot be computed (fewer than two windows, nothing measured):
 a rule judged on it is undecided, never passed.
@@ -126,10 +128,10 @@ def percentile_interval(histogram: LatencyHistogram, window_values: Sequence[flo
                         level: float) -> Interval | None:
     """Order-statistic interval over the merged histogram, widened by the windows' batch means."""
     ordered = order_statistic_interval(histogram, percentile, level)
-    by_windows = batch_means([v for v in window_values if v is not None], level)
-    if ordered is None or by_windows is None:
+    logs = batch_means([math.log(v) for v in window_values if v is not None and v > 0], level)
+    if ordered is None or logs is None:
         return None
-    return ordered.hull(by_windows)
+    return ordered.hull(Interval(math.exp(logs.low), math.exp(logs.high), level))
 
 
 def difference_interval(value: float, interval: Interval, reference: float, reference_interval: Interval | None,
@@ -186,27 +188,36 @@ def estimate(statistic: str, windows: Sequence[Any], level: float, model: str | 
         ok = sum(s.count_ok for s in _stats(windows, model))
         duration = sum(w.end_s - w.start_s for w in windows)
         return Estimate(statistic, ok / duration if duration > 0 else None,
-                        batch_means(window_values(windows, model, lambda s: s.throughput_infer_s), level), n)
+                        _clipped(batch_means(window_values(windows, model, lambda s: s.throughput_infer_s), level)), n)
     if statistic == "success rate":
         stats = _stats(windows, model)
         attempted = sum(s.attempted for s in stats)
         return Estimate(statistic, sum(s.count_ok for s in stats) / attempted if attempted else None,
-                        batch_means(window_values(windows, model, lambda s: s.success_rate), level), n)
+                        _clipped(batch_means(window_values(windows, model, lambda s: s.success_rate), level), 1.0), n)
     if statistic == "average batch size":
         parts = [w.server.models.get(model) for w in windows if getattr(w, "server", None) is not None]
         parts = [p for p in parts if p is not None and p.execution_count]
         inferences, executions = sum(p.inference_count for p in parts), sum(p.execution_count for p in parts)
         return Estimate(statistic, inferences / executions if executions else None,
-                        batch_means([p.average_batch_size for p in parts], level), len(parts))
+                        _clipped(batch_means([p.average_batch_size for p in parts], level), low=1.0), len(parts))
     if statistic.startswith("p"):
         percentile = float(statistic[1:])
         histogram = _merged_histogram(windows, model)
         if histogram is None or not histogram.count:
             return Estimate(statistic, None, None, n)
         return Estimate(statistic, histogram.percentile_ms(percentile),
-                        percentile_interval(histogram, window_values(windows, model, lambda s: s.p(statistic)),
-                                            percentile, level), n)
+                        _clipped(percentile_interval(histogram, window_values(windows, model, lambda s: s.p(statistic)),
+                                                     percentile, level)), n)
     raise ValueError(f"unknown statistic {statistic!r}")
+
+
+def _clipped(interval: Interval | None, high: float | None = None, low: float = 0.0) -> Interval | None:
+    """The interval within the statistic's possible values (no negative latency or rate, no
+    success rate above 1, no batch below 1 request)."""
+    if interval is None:
+        return None
+    top = interval.high if high is None else min(high, interval.high)
+    return Interval(min(max(low, interval.low), top), top, interval.level)
 
 
 def _stats(windows: Sequence[Any], model: str | None) -> list[Any]:

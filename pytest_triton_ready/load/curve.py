@@ -3,16 +3,18 @@ throughput within the latency budget, and what is wrong with the curve's shape.
 
 - Sweep: 1, 2, 4, ... up to 2 x max_batch_size x instances (the rule of thumb for saturation;
   a model without batching: 2 x instances, at least 8), then on past it (`CapacitySearch`):
-  doubling while throughput still rises by `min_gain` per doubling, p99 stays within the budget and
-  no request fails, bounded by a maximum concurrency; where p99 left the budget between two
-  doublings, bisecting between them. A search stopped by the bound while throughput still rose
-  finds a lower bound of the capacity, not the capacity.
+  doubling while throughput still rises by `min_gain` per doubling (confirmed against both points'
+  intervals, where measured), p99 stays within the budget and no request fails, bounded by a
+  maximum concurrency; where p99 left the budget between two doublings, bisecting between them.
+  A search stopped by the bound while throughput still rose finds a lower bound of the capacity,
+  not the capacity.
 - Knee: the lowest concurrency whose throughput reaches `knee_fraction` (90%) of the curve's
   highest: past it, more concurrency buys latency, not throughput.
-- Capacity: the highest throughput among trustworthy points whose p99 is within the budget and
-  whose success rate meets the minimum.
+- Capacity: the highest throughput among trustworthy points whose p99 is within the budget (its
+  interval's top too, where measured) and whose success rate meets the minimum.
 - Sweep stop: past saturation (two points in a row over budget without a 5% throughput gain).
-- Enough points: at least half of the points, and two, stable and valid; else no capacity.
+- Enough points: at least half of the points, and two, trustworthy (valid; stable too where the
+  point judged no rules); else no capacity.
 - Shape problems: throughput falling by more than `drop_tolerance` as concurrency rises before
   the knee, decidedly (against both points' confidence intervals, where measured); p99 over the
   budget at a point whose throughput is still below the target load.
@@ -153,18 +155,15 @@ class CapacitySearch:
     def point_rules(self, points: Sequence[CurvePoint], concurrency: int, drop_tolerance: float) -> list[Rule]:
         """What the point at `concurrency` must decide before it stops: p99 within the budget or
         not, the success rate, and against the nearest lower point measured, whether throughput
-        fell by more than `drop_tolerance` (only a decided fall matters) and, past the rule of
-        thumb where the search asks it, whether it still gains `min_gain`; each against both
-        points' noise."""
+        fell by more than `drop_tolerance` (only a decided fall matters, against both points'
+        noise). The search's gain question needs no longer measurement: the search goes on only
+        while a gain is confirmed (`gains`)."""
         rules = slo_rules(self.budget_p99_ms, self.success_min)
         below = [p for p in points if p.concurrency < concurrency and p.trustworthy]
         if below:
             previous = max(below, key=lambda p: p.concurrency).throughput_estimate()
             rules.append(relative_rule("throughput against the previous point", "throughput", ">=", previous,
                                        1 - drop_tolerance, "infer/s", failure_only=True))
-            if concurrency > self.rule_of_thumb:
-                rules.append(relative_rule("throughput gain", "throughput", ">=", previous, 1 + self.min_gain,
-                                           "infer/s"))
         return rules
 
     def _beyond_rule(self, points: Sequence[CurvePoint], measured: set[int]) -> int | None:
@@ -177,7 +176,7 @@ class CapacitySearch:
         if last.p99_ms is not None and last.p99_ms > self.budget_p99_ms:
             return self._bisect(by_level, measured)
         half = next((p for p in by_level if p.concurrency * 2 == last.concurrency and p.trustworthy), None)
-        if half is not None and last.throughput_infer_s < half.throughput_infer_s * (1 + self.min_gain):
+        if half is not None and not gains(half, last, self.min_gain):
             return self._done(PLATEAU)
         if last.concurrency * 2 > self.max_concurrency:
             return self._done(BOUND)
@@ -210,10 +209,12 @@ class CapacitySearch:
 
 KNEE_AND_CAPACITY = (
     "Sweep: concurrency 1, 2, 4, ... to 2 x max_batch_size x instances, then doubling on while throughput rises by "
-    "at least curve_min_gain per doubling, p99 stays within the budget and no request fails, up to "
+    "at least curve_min_gain per doubling (confirmed against both points' intervals), p99 stays within the budget "
+    "and no request fails, up to "
     "curve_search_max_concurrency; where p99 left the budget between two doublings, bisected. Knee: the lowest "
     "concurrency whose throughput reaches curve_knee_fraction of the highest. Capacity: the highest throughput "
-    "among stable, valid points with p99 within the budget and success at least success_rate_min; a lower bound "
+    "among valid points with p99 within the budget (its interval too) and success at least success_rate_min; a "
+    "lower bound "
     "('>= N') when the maximum concurrency stopped a search that was still rising within SLO.")
 
 
@@ -246,6 +247,16 @@ def capacity(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: fl
     within = [p for p in points if p.trustworthy and p.within_budget(budget_p99_ms)
               and (p.success_rate or 0) >= success_min]
     return max(within, key=lambda p: p.throughput_infer_s) if within else None
+
+
+def gains(prev: CurvePoint, cur: CurvePoint, min_gain: float) -> bool:
+    """Throughput rises by at least `min_gain` from `prev` to `cur`: confirmed against both
+    points' intervals where they have them (a rise inside the noise is no gain)."""
+    if cur.throughput_interval is None or prev.throughput_interval is None:
+        return cur.throughput_infer_s >= prev.throughput_infer_s * (1 + min_gain)
+    gap = difference_interval(cur.throughput_infer_s, cur.throughput_interval, prev.throughput_infer_s,
+                              prev.throughput_interval, 1 + min_gain)
+    return gap.low >= 0
 
 
 def falls(prev: CurvePoint, cur: CurvePoint, drop_tolerance: float) -> bool:

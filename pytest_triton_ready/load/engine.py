@@ -242,13 +242,16 @@ class LoadEngine:
 def measurement_done(windows: list[Window], rules: MeasureRules, judged: Sequence[Rule] | None = None,
                      model: str | None = None, stop_on_dead_instance: bool = True) -> bool:
     """Whether a measurement stops after `windows`: at the window budget (`max_windows`), at a
-    dead instance, once its `judged` rules are settled (rules.decided_enough), or without rules
+    dead instance, at one of `rules.look_windows` once its `judged` rules are settled
+    (rules.decided_enough), or without rules
     once its last windows are stable and valid (perf_analyzer's stop)."""
     if len(windows) >= rules.max_windows:
         return True
     if stop_on_dead_instance and windows and dead_instances(windows[-1].stats.errors):
         return True
     if judged is not None:
+        if len(windows) not in rules.look_windows:
+            return False
         valid = validity(*_span(windows), rules)[0]
         return decided_enough(judge_measurement(judged, windows, rules, model), valid)
     reported = windows[-rules.stability_windows:]

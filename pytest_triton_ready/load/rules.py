@@ -9,9 +9,10 @@ rule), validity (MLPerf LoadGen's rule) and rules decided with confidence.
   fails every request is judged on its success rate (`Rule.needs_validity`).
 - A rule is decided once the statistic's confidence interval (load/confidence.py) at
   `confidence` (0.95) lies on one side of its threshold; undecided at the window budget, it is
-  "too close to call" with its interval. The measurement looks after every window, so each look
-  uses the level that keeps the whole measurement at `confidence` (Bonferroni over the looks the
-  window budget allows): stopping at the first look that agrees would otherwise decide on luck.
+  "too close to call" with its interval. The measurement looks at its rules a few times (after
+  3, 6 and 10 windows with the defaults: `look_windows`), each look at the level that keeps the
+  whole measurement at `confidence` (Bonferroni over the looks): stopping at the first look that
+  agrees would otherwise decide on luck.
 """
 
 from __future__ import annotations
@@ -52,11 +53,20 @@ class MeasureRules:
         return cls(**{**rules.__dict__, **overrides})
 
     @property
+    def look_windows(self) -> tuple[int, ...]:
+        """After which windows a measurement looks at its rules: the first that can be valid (at
+        least the second), then at twice as many windows each time, and at the window budget
+        (3, 6 and 10 with the defaults). Few looks keep each look's interval narrow."""
+        first = min(self.max_windows, max(2, math.ceil(self.min_duration_s / self.window_s - 1e-9)))
+        looks, n = [], first
+        while n < self.max_windows:
+            looks.append(n)
+            n *= 2
+        return (*looks, self.max_windows)
+
+    @property
     def looks(self) -> int:
-        """How many times a measurement may look at its rules: once per window from the first
-        that can be valid (at least the second) to the window budget."""
-        first = max(2, math.ceil(self.min_duration_s / self.window_s - 1e-9))
-        return max(1, self.max_windows - first + 1)
+        return len(self.look_windows)
 
     @property
     def look_level(self) -> float:
