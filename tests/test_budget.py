@@ -127,17 +127,17 @@ def test_a_spent_budget_leaves_later_load_checks_incomplete_naming_it_and_readin
         def test_first(check):
             '''Takes its time.'''
             time.sleep(0.3)
-            check.measure("waited", 0.3, "s")
+            check.measure("waited", 0.3, "s", threshold=1)
 
         @pytest.mark.triton_check(id="PERF-2")
         def test_second(check):
             '''Would pass.'''
-            check.measure("nothing", 1)
+            check.measure("nothing", 1, threshold=1)
 
         @pytest.mark.triton_check(id="OPS-9")
         def test_reading(check):
             '''Reads only.'''
-            check.measure("read", 1)
+            check.measure("read", 1, threshold=1)
     """)
     result = pytester.runpytest("--triton-budget=0.2s", "--triton-url=http://127.0.0.1:1",
                                 f"--readiness-report={pytester.path / 'report'}", "-p", "no:cacheprovider")
