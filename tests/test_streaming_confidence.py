@@ -63,7 +63,7 @@ def test_the_requests_are_cut_into_windows_by_their_end_and_nothing_is_lost():
     stats = recorded_stream()
     windows = measurement_windows(stats, window_s=2.0)
     assert len(windows) == 3  # a 6.2 s span in windows of about 2 s
-    assert sum(w.tokens for w in windows) == stats.output_tokens
+    assert sum(w.tokens for w in windows) == pytest.approx(stats.output_tokens)  # spread, never lost
     assert sum(w.ttft.count for w in windows) == stats.completed
     assert len(measurement_windows(stats, window_s=10.0)) == MIN_WINDOWS  # never fewer than three
     estimate = streaming_estimate("output tokens/s", stats, 0.95, 2.0)
