@@ -28,6 +28,8 @@ from pytest_triton_ready.faults.experiment import run_experiment
 from pytest_triton_ready.faults.recording import record_outcome
 from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, StreamingSigterm
 from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm
+from pytest_triton_ready.load.judged import record_judgement
+from pytest_triton_ready.load.rules import FAIL, UNDECIDED, judge
 from pytest_triton_ready.load.streaming import (
     StreamingLoad,
     StreamingPlan,
@@ -36,6 +38,7 @@ from pytest_triton_ready.load.streaming import (
     sse_body,
     stream_arrays,
 )
+from pytest_triton_ready.load.streaming_confidence import slo_rules, streaming_estimate
 from pytest_triton_ready.load.streaming_rules import (
     FIRST_RESPONSE_FAMILIES,
     SUCCESS_COUNTER,
@@ -220,15 +223,19 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
     """At the target load (`streaming_concurrency` streams, closed loop) TTFT p99 and ITL p99 are
     within the model's SLO (`ttft_p99_ms`, `itl_p99_ms`), output tokens/s reaches
     `min_output_tokens_per_s` where set, every request succeeds (`success_rate_min`) and none is stuck.
-    A measurement with fewer than `streaming_min_requests` completed requests is not valid: the
-    check is INCOMPLETE for it (unless it failed on another rule)."""
+    TTFT p99, ITL p99 and tokens/s are decided on their `load_confidence` intervals (the requests cut
+    into windows of about `load_window_s` by their end): one whose interval straddles its threshold
+    is too close to call. A measurement with fewer than `streaming_min_requests` completed requests
+    is not valid, and a rule too close to call is not decided: the check is INCOMPLETE for either
+    (unless it failed on another rule)."""
     models = _streaming_models(triton, check)
     concurrency = int(_n(check, "streaming_concurrency"))
     duration = _n(check, "streaming_duration_s")
     success_min = check.threshold("success_rate_min")
     min_requests = int(_n(check, "streaming_min_requests"))
+    level, window_s = _n(check, "load_confidence"), _n(check, "load_window_s")
     facts = triton_facts.setdefault("streaming.perf1", {})
-    invalid = []
+    invalid, undecided = [], []
     for model in models:
         slo = streaming_slo(triton_settings, model)
         result = _load(triton, _plan(triton, model), check, concurrency=concurrency, duration_s=duration,
@@ -239,16 +246,23 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
         if stats.completed < min_requests:
             invalid.append(f"{model}: {stats.completed} requests completed in {duration:g} s < minimum {min_requests} "
                            "(streaming_min_requests; a longer streaming_duration_s measures more)")
+        judged = {rule.name: judge(rule, streaming_estimate(rule.statistic, stats, level, window_s))
+                  for rule in slo_rules(slo)}
         check.measure("TTFT p50", stats.ttft_ms["p50"], "ms", model=model)
-        check.measure("TTFT p99", stats.ttft_ms["p99"], "ms", model=model, threshold=slo["ttft_p99_ms"],
-                      finding=f"{model}: TTFT p99 is {stats.ttft_ms['p99']} ms, the SLO is <= {slo['ttft_p99_ms'].value:g} ms")
+        ttft = judged["TTFT p99"]
+        undecided.append(record_judgement(
+            check, ttft, model=model, threshold=slo["ttft_p99_ms"],
+            finding=f"{model}: TTFT p99 is {ttft.value} ms, the SLO is <= {slo['ttft_p99_ms'].value:g} ms "
+                    f"({ttft.estimate.interval.describe('ms', 4) if ttft.estimate.interval else 'no interval'})"))
         check.measure("ITL p50", stats.itl_ms["p50"], "ms", model=model)
-        check.measure("ITL p99", stats.itl_ms["p99"], "ms", model=model, threshold=slo["itl_p99_ms"])
+        undecided.append(record_judgement(check, judged["ITL p99"], model=model, threshold=slo["itl_p99_ms"]))
         check.measure("request latency p50", stats.latency_ms["p50"], "ms", model=model)
         check.measure("request latency p99", stats.latency_ms["p99"], "ms", model=model)
-        tokens_threshold = slo["min_output_tokens_per_s"] if slo["min_output_tokens_per_s"].value > 0 else None
-        check.measure("output tokens/s", round(stats.output_tokens_per_s, 2), "tokens/s", model=model,
-                      threshold=tokens_threshold, comparison=">=")
+        if "output tokens/s" in judged:
+            undecided.append(record_judgement(check, judged["output tokens/s"], model=model, digits=2,
+                                              threshold=slo["min_output_tokens_per_s"]))
+        else:
+            check.measure("output tokens/s", round(stats.output_tokens_per_s, 2), "tokens/s", model=model)
         check.measure("output tokens/s per stream (lowest)", round(stats.min_user_tokens_per_s or 0.0, 2), "tokens/s", model=model)
         check.measure("responses/s", round(stats.responses_per_s, 2), "responses/s", model=model)
         check.measure("success rate", stats.success_rate, "ratio", model=model, threshold=success_min, comparison=">=")
@@ -262,11 +276,12 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
         check.evidence(f"{model} streaming measurement", str(stats.to_dict()))
         facts[model] = {"ttft_p99_ms": stats.ttft_ms["p99"], "itl_p99_ms": stats.itl_ms["p99"],
                         "output_tokens_per_s": round(stats.output_tokens_per_s, 2), "concurrency": concurrency}
-        if stats.ttft_ms["p99"] is not None and stats.ttft_ms["p99"] > slo["ttft_p99_ms"].value:
+        if ttft.outcome == FAIL:
             check.recommend("TTFT over budget: fewer requests per instance (more instances or a smaller "
                             "concurrent_requests / max_num_seqs), a shorter prefill, or a budget that matches the model.")
-    if invalid:
-        _not_valid(check, "measurement not valid: " + "; ".join(invalid))
+    reasons = (["measurement not valid: " + "; ".join(invalid)] if invalid else []) + [r for r in undecided if r]
+    if reasons:
+        _not_valid(check, "; ".join(reasons))
 
 
 def _not_valid(check, reason: str) -> None:
@@ -293,8 +308,9 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
     point_s = _n(check, "streaming_curve_point_s")
     success_min = _n(check, "success_rate_min")
     min_requests = int(_n(check, "streaming_min_requests"))
+    level, window_s = _n(check, "load_confidence"), _n(check, "load_window_s")
     capacity = triton_facts.setdefault("perf.streaming_capacity", {})
-    invalid = []
+    invalid, undecided = [], []
     for model in models:
         slo = streaming_slo(triton_settings, model)
         plan = _plan(triton, model)
@@ -305,7 +321,8 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
             progress.step(f"{model}: {concurrency} streams (point {len(points) + 1} of {top.bit_length()}, "
                           f"{point_s:g} s each)")
             stats = _load(triton, plan, check, concurrency=concurrency, duration_s=point_s, warmup_s=0.5).run().stats
-            point = CurvePoint.measured(concurrency, stats, success_min=success_min, min_requests=min_requests)
+            point = CurvePoint.measured(concurrency, stats, success_min=success_min, min_requests=min_requests,
+                                        level=level, window_s=window_s)
             points.append(point)
             requests_per_s[concurrency] = (stats.requests_per_s,
                                            stats.output_tokens / stats.completed if stats.completed else None)
@@ -336,10 +353,21 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
                     {"TTFT p99": [(p.concurrency, p.ttft_p99_ms) for p in points if p.ttft_p99_ms is not None],
                      "SLO": [(points[0].concurrency, slo["ttft_p99_ms"].value), (points[-1].concurrency, slo["ttft_p99_ms"].value)]})
         check.measure("knee concurrency", verdict.knee, "streams", model=model)
+        for point_c, judged in verdict.ttft:
+            margin = f" (margin {judged.margin:+.4g} ms)" if judged.margin is not None else ""
+            check.evidence(f"{model}: TTFT p99 at concurrency {point_c}: margin",
+                           f"{judged.describe()}: {judged.outcome}{margin}")
+        for c_from, c_to, judged in verdict.unsure_drops:
+            check.finding(f"{model}: output tokens/s fell from {c_from} to {c_to} streams by more than "
+                          f"curve_drop_tolerance, within the noise ({UNDECIDED}: {judged.describe()})",
+                          severity="warning", model=model)
         best = verdict.best_within
         check.measure("max output tokens/s within TTFT SLO", round(best.tokens_per_s, 2) if best else 0.0, "tokens/s",
                       model=model)
-        if best is None:
+        if best is None and verdict.too_close:
+            undecided.append(f"{model}: {UNDECIDED}: no concurrency decided within the TTFT SLO; "
+                             + "; ".join(f"at {c} streams {j.describe()}" for c, j in verdict.too_close))
+        elif best is None:
             check.finding(f"{model}: no valid concurrency keeps TTFT p99 within {slo['ttft_p99_ms'].value:g} ms "
                           f"(at 1 stream it is {points[0].ttft_p99_ms} ms)", model=model)
         else:
@@ -362,8 +390,9 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
                            "ttft_p99_ms": best.ttft_p99_ms if best else points[0].ttft_p99_ms,
                            "instances": instance_count(triton.client.model_config(model)),
                            "lower_bound": lower_bound}
-    if invalid:
-        _not_valid(check, "curve not valid: " + "; ".join(invalid))
+    reasons = (["curve not valid: " + "; ".join(invalid)] if invalid else []) + undecided
+    if reasons:
+        _not_valid(check, "; ".join(reasons))
 
 
 # -- PERF-3 -------------------------------------------------------------------------------------------

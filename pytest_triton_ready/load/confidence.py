@@ -188,30 +188,30 @@ def estimate(statistic: str, windows: Sequence[Any], level: float, model: str | 
         ok = sum(s.count_ok for s in _stats(windows, model))
         duration = sum(w.end_s - w.start_s for w in windows)
         return Estimate(statistic, ok / duration if duration > 0 else None,
-                        _clipped(batch_means(window_values(windows, model, lambda s: s.throughput_infer_s), level)), n)
+                        clipped(batch_means(window_values(windows, model, lambda s: s.throughput_infer_s), level)), n)
     if statistic == "success rate":
         stats = _stats(windows, model)
         attempted = sum(s.attempted for s in stats)
         return Estimate(statistic, sum(s.count_ok for s in stats) / attempted if attempted else None,
-                        _clipped(batch_means(window_values(windows, model, lambda s: s.success_rate), level), 1.0), n)
+                        clipped(batch_means(window_values(windows, model, lambda s: s.success_rate), level), 1.0), n)
     if statistic == "average batch size":
         parts = [w.server.models.get(model) for w in windows if getattr(w, "server", None) is not None]
         parts = [p for p in parts if p is not None and p.execution_count]
         inferences, executions = sum(p.inference_count for p in parts), sum(p.execution_count for p in parts)
         return Estimate(statistic, inferences / executions if executions else None,
-                        _clipped(batch_means([p.average_batch_size for p in parts], level), low=1.0), len(parts))
+                        clipped(batch_means([p.average_batch_size for p in parts], level), low=1.0), len(parts))
     if statistic.startswith("p"):
         percentile = float(statistic[1:])
         histogram = _merged_histogram(windows, model)
         if histogram is None or not histogram.count:
             return Estimate(statistic, None, None, n)
         return Estimate(statistic, histogram.percentile_ms(percentile),
-                        _clipped(percentile_interval(histogram, window_values(windows, model, lambda s: s.p(statistic)),
+                        clipped(percentile_interval(histogram, window_values(windows, model, lambda s: s.p(statistic)),
                                                      percentile, level)), n)
     raise ValueError(f"unknown statistic {statistic!r}")
 
 
-def _clipped(interval: Interval | None, high: float | None = None, low: float = 0.0) -> Interval | None:
+def clipped(interval: Interval | None, high: float | None = None, low: float = 0.0) -> Interval | None:
     """The interval within the statistic's possible values (no negative latency or rate, no
     success rate above 1, no batch below 1 request)."""
     if interval is None:

@@ -277,6 +277,20 @@ class StuckRequest:
                 f"and no final response after {self.waited_s:.1f} s")
 
 
+@dataclass(frozen=True)
+class StreamSample:
+    """What the confidence intervals need of one ended request (load/streaming_confidence.py):
+    when it ended, its first and last response with output (monotonic s), its TTFT and ITL (s;
+    None for a failed request or one without them) and the output tokens it got."""
+
+    end: float
+    ttft_s: float | None
+    itl_s: float | None
+    tokens: int
+    first: float | None = None
+    last: float | None = None
+
+
 def _fold(message: str) -> str:
     return re.sub(r"\d+", "N", message)[:200]
 
@@ -299,9 +313,13 @@ class StreamTally:
         self.dropped = 0
         self.first_send: float | None = None
         self.last_response: float | None = None
+        self.samples: list[StreamSample] = []
 
     def record(self, rec: RequestRecord) -> None:
         """A request that ended (final response, or an error)."""
+        ok = rec.error is None
+        self.samples.append(StreamSample(rec.end if rec.end is not None else rec.start, rec.ttft_s if ok else None,
+                                         rec.itl_s if ok else None, rec.tokens, rec.first, rec.last_data))
         self.responses += rec.responses
         self.tokens += rec.tokens
         self.user_tokens[rec.user] += rec.tokens
@@ -326,6 +344,7 @@ class StreamTally:
         self.responses += rec.responses
         self.tokens += rec.tokens
         self.user_tokens[rec.user] += rec.tokens
+        self.samples.append(StreamSample(now, None, None, rec.tokens, rec.first, rec.last_data))
         self.stuck.append(StuckRequest(rec.id, rec.user, rec.tokens, rec.responses, now - (rec.sent or rec.start)))
 
     def summary(self) -> StreamStats:
@@ -341,6 +360,7 @@ class StreamTally:
             tokens_per_s_per_user=per_user,
             ttft_ms=self.ttft.percentiles_ms(), itl_ms=self.itl.percentiles_ms(), latency_ms=self.latency.percentiles_ms(),
             ttft_mean_ms=self.ttft.mean_ms(), itl_mean_ms=self.itl.mean_ms(),
+            started=self.first_send, samples=list(self.samples),
         )
 
 
@@ -364,6 +384,8 @@ class StreamStats:
     latency_ms: dict[str, float | None]
     ttft_mean_ms: float | None = None
     itl_mean_ms: float | None = None
+    started: float | None = None  # monotonic s of the first send: the measurement spans started + duration_s
+    samples: list[StreamSample] = field(default_factory=list, repr=False, compare=False)  # one per ended request
 
     @property
     def count_errors(self) -> int:

@@ -1,6 +1,7 @@
 """Decisions of the streaming checks (checks/test_streaming.py), kept here to be unit-tested: which
-SLO applies, where the tokens/s curve bends or falls, how much memory grew, and what a server-side
-histogram says about the first response."""
+SLO applies, where the tokens/s curve bends or falls (on the points' confidence intervals, from
+load/streaming_confidence.py), how much memory grew, and what a server-side histogram says about
+the first response."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..thresholds import THRESHOLDS, ThresholdValue
+from .confidence import Estimate
+from .rules import FAIL, PASS, UNDECIDED, Judgement, judge, relative_rule
+from .streaming_confidence import streaming_estimate, ttft_rule
 
 # slo key -> the named threshold used without it
 SLO_KEYS = {
@@ -64,23 +68,33 @@ def measurement_problem(completed: int, success_rate: float | None, stuck: int, 
 @dataclass
 class CurvePoint:
     """One concurrency of the streaming sweep. `problem` (from `measurement_problem`) keeps a point
-    out of the capacity: a point with failed, stuck or too few requests is not a capacity."""
+    out of the capacity: a point with failed, stuck or too few requests is not a capacity.
+    `ttft` and `tokens`: the TTFT p99 and output tokens/s with their confidence intervals (measured
+    points have them; a point without them is judged on its values alone)."""
 
     concurrency: int
     tokens_per_s: float
     ttft_p99_ms: float | None
     problem: str | None = None
+    ttft: Estimate | None = None
+    tokens: Estimate | None = None
 
     @property
     def trustworthy(self) -> bool:
         return self.problem is None
 
     @classmethod
-    def measured(cls, concurrency: int, stats: Any, *, success_min: float, min_requests: int) -> CurvePoint:
-        """The point a StreamingLoad's StreamStats give at `concurrency`."""
+    def measured(cls, concurrency: int, stats: Any, *, success_min: float, min_requests: int,
+                 level: float = 0.95, window_s: float = 2.0) -> CurvePoint:
+        """The point a StreamingLoad's StreamStats give at `concurrency`, its intervals at `level`
+        from windows of about `window_s` (load/streaming_confidence.py)."""
         problem = measurement_problem(stats.completed, stats.success_rate, len(stats.stuck),
                                       success_min=success_min, min_requests=min_requests)
-        return cls(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"], problem)
+        if not getattr(stats, "samples", None):  # stats put together without per-request samples
+            return cls(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"], problem)
+        return cls(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"], problem,
+                   streaming_estimate("ttft p99", stats, level, window_s),
+                   streaming_estimate("output tokens/s", stats, level, window_s))
 
 
 def enough_valid(points: Sequence[CurvePoint]) -> bool:
@@ -95,6 +109,13 @@ class CurveVerdict:
     knee: int | None
     best_within: CurvePoint | None
     drops: list[tuple[int, int, float, float]] = field(default_factory=list)  # (from c, to c, tps before, tps after)
+    ttft: list[tuple[int, Judgement]] = field(default_factory=list)  # (concurrency, TTFT p99 judged on the budget)
+    unsure_drops: list[tuple[int, int, Judgement]] = field(default_factory=list)  # falls inside the noise
+
+    @property
+    def too_close(self) -> list[tuple[int, Judgement]]:
+        """The points whose TTFT p99 is too close to the budget to call."""
+        return [(c, j) for c, j in self.ttft if j.outcome == UNDECIDED]
 
 
 def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fraction: float = 0.9,
@@ -102,21 +123,39 @@ def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fracti
     """The knee (first point with `knee_fraction` of the top tokens/s), the best tokens/s whose
     TTFT p99 is within the budget, and every fall of tokens/s by more than `drop_tolerance`
     between two points before the knee (a collapse where more streams should have helped).
-    Only trustworthy points (enough requests, success rate met, nothing stuck) count."""
+    Only trustworthy points (enough requests, success rate met, nothing stuck) count. With
+    intervals, a point is within the budget only when its TTFT p99's interval is (one too close
+    to call is in `too_close`), and a fall counts only when the interval of after - (1 -
+    drop_tolerance) x before lies below zero (one the noise may explain is in `unsure_drops`)."""
     points = [p for p in points if p.trustworthy]
     if not points:
         return CurveVerdict(None, None)
     top = max(p.tokens_per_s for p in points)
     knee = next((p.concurrency for p in points if p.tokens_per_s >= knee_fraction * top), None)
-    within = [p for p in points if p.ttft_p99_ms is not None and p.ttft_p99_ms <= ttft_budget_ms]
-    best = max(within, key=lambda p: p.tokens_per_s) if within else None
-    drops = []
+    verdict = CurveVerdict(knee, None)
+    within = []
+    for p in points:
+        if p.ttft is not None:
+            judged = judge(ttft_rule(ttft_budget_ms), p.ttft)
+            verdict.ttft.append((p.concurrency, judged))
+            if judged.outcome == PASS:
+                within.append(p)
+        elif p.ttft_p99_ms is not None and p.ttft_p99_ms <= ttft_budget_ms:
+            within.append(p)
+    verdict.best_within = max(within, key=lambda p: p.tokens_per_s) if within else None
     for before, after in zip(points, points[1:], strict=False):
         if knee is not None and after.concurrency > knee:
             break
-        if before.tokens_per_s > 0 and after.tokens_per_s < before.tokens_per_s * (1 - drop_tolerance):
-            drops.append((before.concurrency, after.concurrency, before.tokens_per_s, after.tokens_per_s))
-    return CurveVerdict(knee, best, drops)
+        fell = before.tokens_per_s > 0 and after.tokens_per_s < before.tokens_per_s * (1 - drop_tolerance)
+        if fell and before.tokens is not None and after.tokens is not None:
+            judged = judge(relative_rule(f"output tokens/s at {after.concurrency} streams", "output tokens/s", ">=",
+                                         before.tokens, 1 - drop_tolerance, "tokens/s"), after.tokens)
+            if judged.outcome != FAIL:
+                verdict.unsure_drops.append((before.concurrency, after.concurrency, judged))
+                continue
+        if fell:
+            verdict.drops.append((before.concurrency, after.concurrency, before.tokens_per_s, after.tokens_per_s))
+    return verdict
 
 
 def capacity_is_lower_bound(points: Sequence[CurvePoint], best: CurvePoint | None, min_gain: float) -> bool:
