@@ -42,14 +42,11 @@ def test_hot_update_procedure_documented_and_exercised(triton_settings, triton_f
     """The hot-update runbook is attested (link, owner, date within the age limit) AND the
     hot-reload experiment of this run passed: a model reloaded under load without failed requests."""
     review = _review(check, triton_settings, "hot_update_runbook")
-    experiment = triton_facts.get(HotReload)
-    if experiment is None:
-        if not review.accepted:
-            check.finding("the hot-reload experiment was not part of this run, so the procedure was not "
-                          "exercised either", severity="info")
-            return
-        check.incomplete(f"the hot-reload experiment, {HotReload.producer}, was not part of this run: the "
-                         "runbook is attested but the procedure was not exercised")
+    if triton_facts.get(HotReload) is None and not review.accepted:
+        check.finding("the hot-reload experiment was not part of this run, so the procedure was not "
+                      "exercised either", severity="info")
+        return
+    experiment = triton_facts.require(HotReload, because="the runbook is attested but the procedure was not exercised")
     passed = bool(experiment.passed)
     check.measure("hot-reload experiment passed", passed, threshold=True, comparison="==",
                   finding="the hot-reload experiment of this run failed: a model reload under load was not clean")

@@ -228,11 +228,11 @@ BY_KEY: dict[str, type[Fact]] = {kind.key: kind for kind in KINDS}
 class FactMissing(TritonReadyError, LookupError):
     """A check asked for a fact no earlier check of this run published; names the check that does."""
 
-    def __init__(self, kind: type[Fact], model: str | None = None) -> None:
+    def __init__(self, kind: type[Fact], model: str | None = None, because: str | None = None) -> None:
         self.kind, self.model, self.producer = kind, model, kind.producer
         of = f" for {model}" if model is not None else ""
-        super().__init__(f"{kind.label}{of} is not in this run: {kind.producer} produces it "
-                         f"({kind.key}), and it was not run or published none")
+        super().__init__(f"{kind.label}{of} is missing ({kind.key}): {kind.producer} was not part of this run "
+                         "or published none" + (f"; {because}" if because else ""))
 
 
 class Facts:
@@ -254,11 +254,12 @@ class Facts:
         """The fact of `kind` (for `model`), or None where it was not published."""
         return self._facts.get(kind, {}).get(model)  # type: ignore[return-value]
 
-    def require(self, kind: type[FactKind], model: str | None = None) -> FactKind:
-        """The fact of `kind` (for `model`); FactMissing, naming its producer, where it was not published."""
+    def require(self, kind: type[FactKind], model: str | None = None, because: str | None = None) -> FactKind:
+        """The fact of `kind` (for `model`); FactMissing, naming its producer (and `because`: what the
+        asking check cannot do without it), where it was not published."""
         fact = self.get(kind, model)
         if fact is None:
-            raise FactMissing(kind, model)
+            raise FactMissing(kind, model, because)
         return fact
 
     def of(self, kind: type[FactKind]) -> dict[str, FactKind]:

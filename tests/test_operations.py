@@ -156,8 +156,8 @@ def test_missing_experiment_and_measurements_make_ops1_and_ops2_incomplete(run_c
     run.outcome.assert_outcomes(passed=2, skipped=2)
     ops1 = run.result("test_hot_update_procedure_documented_and_exercised")
     assert ops1["verdict"] == "incomplete"
-    assert ("hot-reload experiment, test_forced_reload_under_traffic_loses_no_request (PERF-4), was not part of "
-            "this run") in ops1["reason"]
+    assert ("hot-reload experiment is missing (faults.hot_reload): test_forced_reload_under_traffic_loses_no_request "
+            "(PERF-4) was not part of this run") in ops1["reason"]
     ops2 = run.result("test_capacity_plan_carries_declared_peak")
     assert ops2["verdict"] == "incomplete"
     assert "PERF-2 was not part of this run" in ops2["reason"]
