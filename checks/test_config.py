@@ -82,8 +82,7 @@ def test_models_answer_inference(triton, check):
 
     client = triton.client
     models = ready_models(triton)  # decoupled models answer over streams: checks/test_streaming.py
-    defer_to_streaming(check, triton, "test_streaming_answers_end_with_final_flag (CFG-1)",
-                       "sends them streamed requests and checks every answer's output and final flag", models)
+    defer_to_streaming(check, triton, models)
     if not models:
         check.incomplete("no READY model to send an inference to")
     served = served_as(triton, models)

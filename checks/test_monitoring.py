@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from pytest_triton_ready.facts import MetricLayers
 from pytest_triton_ready.metrics import CORE_FAMILIES, MetricsError
 from pytest_triton_ready.models import ready_decoupled_models, ready_models
 from pytest_triton_ready.monitoring import alerting
@@ -122,7 +123,7 @@ def test_four_metric_layers_readable(triton, triton_metrics, gpu, triton_facts, 
                           "its throughput here is steps/s, and alert rules on nv_inference_request_failure must leave "
                           "reason=\"CANCELED\" out", severity="info", model=model)
     values = read_layers(before, after, time.monotonic() - started, gpu.read())
-    triton_facts["monitoring.layers"] = [vars(v) for v in values]
+    triton_facts.publish(MetricLayers(tuple(dict(vars(v)) for v in values)))
     for value in values:
         check.measure(f"{value.layer}: {value.name}", None if value.value is None else round(value.value, 4),
                       value.unit, model=value.model)

@@ -10,9 +10,11 @@ import datetime as dt
 
 import pytest
 
+from pytest_triton_ready.facts import Capacity, HotReload, StreamingCapacity
 from pytest_triton_ready.operations.attestations import review_attestation
 from pytest_triton_ready.operations.capacity import FleetPlan, measured_capacities, model_plan
-from pytest_triton_ready.operations.schema import Capacity, Fleet
+from pytest_triton_ready.operations.schema import Capacity as CapacitySection
+from pytest_triton_ready.operations.schema import Fleet
 
 
 def _review(check, settings, kind):
@@ -40,21 +42,18 @@ def test_hot_update_procedure_documented_and_exercised(triton_settings, triton_f
     """The hot-update runbook is attested (link, owner, date within the age limit) AND the
     hot-reload experiment of this run passed: a model reloaded under load without failed requests."""
     review = _review(check, triton_settings, "hot_update_runbook")
-    experiment = triton_facts.get("faults.hot_reload")
-    if experiment is None:
-        if not review.accepted:
-            check.finding("the hot-reload experiment was not part of this run, so the procedure was not "
-                          "exercised either", severity="info")
-            return
-        check.incomplete("the hot-reload experiment (faults.hot_reload) was not part of this run: the "
-                         "runbook is attested but the procedure was not exercised")
-    passed = bool(experiment.get("passed"))
+    if triton_facts.get(HotReload) is None and not review.accepted:
+        check.finding("the hot-reload experiment was not part of this run, so the procedure was not "
+                      "exercised either", severity="info")
+        return
+    experiment = triton_facts.require(HotReload, because="the runbook is attested but the procedure was not exercised")
+    passed = bool(experiment.passed)
     check.measure("hot-reload experiment passed", passed, threshold=True, comparison="==",
                   finding="the hot-reload experiment of this run failed: a model reload under load was not clean")
-    if experiment.get("failed_requests") is not None:
-        check.measure("failed requests during the hot reload", experiment["failed_requests"], "requests")
-    if experiment.get("recovery_s") is not None:
-        check.measure("time until the reloaded model served", experiment["recovery_s"], "s")
+    if experiment.failed_requests is not None:
+        check.measure("failed requests during the hot reload", experiment.failed_requests, "requests")
+    if experiment.recovery_s is not None:
+        check.measure("time until the reloaded model served", experiment.recovery_s, "s")
     if not passed:
         check.recommend("Read PERF-4's hot-reload timeline: load the new version next to the old one and "
                         "switch traffic only when it is READY, then rerun the experiment.")
@@ -67,7 +66,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     decoupled model the capacity is the streaming curve's (test_streaming_tokens_and_ttft_curve):
     the requests/s completed at its best point within the TTFT SLO, a streamed request counting as
     one inference of the curve's token budget."""
-    capacity = triton_settings.section_model("operations").capacity or Capacity()
+    capacity = triton_settings.section_model("operations").capacity or CapacitySection()
     peaks, fleet = capacity.peak_rate, capacity.fleet or Fleet()
     headroom = check.threshold("capacity_headroom")
     if not peaks:
@@ -94,8 +93,8 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     for problem in unusable:
         check.finding(problem, severity="warning", rule="PERF-2")
     if not measured:
-        check.incomplete("PERF-2 was not part of this run: no measured throughput within SLO (perf.capacity, or "
-                         "perf.streaming_capacity for decoupled models) to plan from")
+        check.incomplete(f"PERF-2 was not part of this run: no measured throughput within SLO ({Capacity.producer}, "
+                         f"or {StreamingCapacity.producer} for decoupled models) to plan from")
     for model in sorted(set(measured) - set(peaks)):
         check.finding(f"{model}: PERF-2 measured it, but it has no expected peak rate in "
                       "operations.capacity.peak_rate", model=model, rule="operations.capacity.peak_rate")
@@ -120,7 +119,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
         if fact.get("streaming"):
             plan.assumptions.append(
                 f"{model_plan_.model}: decoupled; its capacity is the streaming curve's requests/s within the TTFT "
-                f"SLO (PERF-2, test_streaming_tokens_and_ttft_curve), each request "
+                f"SLO ({StreamingCapacity.producer.check_id}, {StreamingCapacity.producer.name}), each request "
                 f"{fact.get('output_tokens_per_request') or '?'} output tokens on average: longer answers "
                 "need proportionally more")
         if fact.get("lower_bound"):
@@ -133,7 +132,7 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
         if model_plan_.model not in per_gpu:
             plan.assumptions.append(f"{model_plan_.model}: {model_plan_.instances_per_gpu} instance(s) per GPU, "
                                     "as measured (fleet.instances_per_gpu not declared)")
-    triton_facts["ops.capacity_plan"] = plan.to_fact()
+    triton_facts.publish(plan.to_fact())
     check.evidence("capacity arithmetic", plan.arithmetic())
 
     for p in plans:

@@ -8,6 +8,7 @@ that is not stable and valid is never the reason a check passes.
 import pytest
 
 from pytest_triton_ready import progress
+from pytest_triton_ready.facts import Capacity, TargetLoad
 from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred
 from pytest_triton_ready.load.curve import (
@@ -120,25 +121,23 @@ def test_benchmark_meets_slo_at_target_load(triton, load, check, triton_facts):
     still in flight at the end counted as offered, and the measured throughput at least the SLO's
     rate less the Poisson arrivals' noise), and at least success_rate_min of the requests succeed; no model instance dies under
     the load (a dead instance fails the check whatever the success rate) and no window stalls.
-    Publishes each model's target load as `triton_facts["perf.target"]` (PERF-5 measures there again).
+    Publishes each model's target load (a `TargetLoad` fact; PERF-5 measures there again).
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_slo_at_target_load
     measures TTFT, ITL and tokens/s at the target load."""
     profiles = _profiles(triton, check)
-    defer_to_streaming(check, triton, "test_streaming_slo_at_target_load (PERF-1)",
-                       "measures TTFT, ITL and output tokens/s at the target load against the streaming SLO",
-                       [p.model for p in profiles])
+    defer_to_streaming(check, triton, [p.model for p in profiles])
     if not profiles:
         check.incomplete("no READY model in scope to benchmark")
     health = LoadHealth(triton, check, triton_facts, [p.model for p in profiles])
     untrusted = None
     try:
-        untrusted = _benchmark(load, check, health, profiles, triton_facts.setdefault("perf.target", {}))
+        untrusted = _benchmark(load, check, health, profiles, triton_facts)
     finally:
         health.finish()
     _untrusted(check, untrusted)
 
 
-def _benchmark(load, check, health, profiles, targets):
+def _benchmark(load, check, health, profiles, facts):
     success_min = check.threshold("success_rate_min")
     untrusted = []
     for prof in profiles:
@@ -152,14 +151,14 @@ def _benchmark(load, check, health, profiles, targets):
             measurement = load.measure(model, rate=prof.min_throughput, poisson=True, judge=rules)
             check.setting("offered load (Poisson)", prof.min_throughput, "infer/s", model=model, source="slo.min_throughput")
             label = f"{prof.min_throughput:g} infer/s offered"
-            targets[model] = {"rate": prof.min_throughput}
+            facts.publish(TargetLoad(model, rate=prof.min_throughput))
         else:
             concurrency = int(check.threshold("perf_target_concurrency").value)
             progress.step(f"{model}: concurrency {concurrency} (closed loop)")
             measurement = load.measure(model, concurrency=concurrency, judge=rules)
             check.measure("concurrency (closed loop)", concurrency, "requests", model=model)
             label = f"concurrency {concurrency}"
-            targets[model] = {"concurrency": concurrency}
+            facts.publish(TargetLoad(model, concurrency=concurrency))
         if health.observe(measurement, model=model, label=label):
             check.evidence(f"{model} measurement", str(measurement.to_dict()["stats"]))
             continue  # its numbers describe a broken model: the dead instance is the finding
@@ -246,9 +245,7 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_tokens_and_ttft_curve
     sweeps streams and publishes their capacity."""
     profiles = _profiles(triton, check)
-    defer_to_streaming(check, triton, "test_streaming_tokens_and_ttft_curve (PERF-2)",
-                       "sweeps concurrent streams and publishes the output tokens/s capacity within the TTFT SLO",
-                       [p.model for p in profiles])
+    defer_to_streaming(check, triton, [p.model for p in profiles])
     require_allowed(check, triton.settings, "saturate", "the throughput-latency sweep drives every model to saturation")
     if not profiles:
         check.incomplete("no READY model in scope to sweep")
@@ -256,24 +253,23 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     cap = int(check.threshold("curve_max_concurrency").value)
     knee_fraction = check.threshold("curve_knee_fraction").value
     drop_tolerance = check.threshold("curve_drop_tolerance").value
-    capacities = triton_facts.setdefault("perf.capacity", {})
     health = LoadHealth(triton, check, triton_facts, [p.model for p in profiles])
     incomplete = None
     try:
-        incomplete = _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fraction,
+        incomplete = _sweep(load, check, health, profiles, triton_facts, success_min, cap, knee_fraction,
                             drop_tolerance)
     finally:
         health.finish()
     _untrusted(check, "; ".join(incomplete) if incomplete else None)
 
 
-def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fraction, drop_tolerance):
+def _sweep(load, check, health, profiles, facts, success_min, cap, knee_fraction, drop_tolerance):
     incomplete = []
     check.evidence("knee and capacity", KNEE_AND_CAPACITY)
     for prof in profiles:
         model = prof.model
         if health.skip(model):
-            capacities.pop(model, None)
+            facts.withdraw(Capacity, model)
             continue
         _budget_note(check, prof)
         search = CapacitySearch(prof.max_batch_size, prof.instances, prof.budget_p99_ms, success_min,
@@ -311,7 +307,7 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
             check.measure(f"p99 at concurrency {p.concurrency}", p.p99_ms, "ms", model=model)
             check.load_point(p.for_report(model))
         if died or step_failed:
-            capacities.pop(model, None)  # no capacity for a model that lost an instance or whose steps fail
+            facts.withdraw(Capacity, model)  # no capacity for a model that lost an instance or whose steps fail
             continue
         if not enough_trusted(points):
             incomplete.append(f"{model}: only {len(trusted)} of {len(points)} curve points are stable and valid")
@@ -332,25 +328,22 @@ def _sweep(load, check, health, profiles, capacities, success_min, cap, knee_fra
                           model=model, rule="PERF-2")
             check.recommend(f"{model}: the model is slower than its budget even at concurrency 1: speed it up "
                             "(batching, a faster backend, more instances) or revisit the SLO.")
-        capacities[model] = {
-            "max_throughput_within_slo_infer_s": float(best.throughput_infer_s) if best else 0.0,
-            "p99_ms": float(best.p99_ms if best else trusted[0].p99_ms),
-            "concurrency": int(best.concurrency if best else trusted[0].concurrency),
-            "instances": int(prof.instances),
-            "slo_p99_ms": prof.slo_p99_ms,
-        }
         lower_bound = search.capacity_is_lower_bound(points)
-        capacities[model]["lower_bound"] = lower_bound
-        check.measure("max throughput within SLO", round(capacities[model]["max_throughput_within_slo_infer_s"], 1),
+        found = Capacity(model, max_throughput_within_slo_infer_s=float(best.throughput_infer_s) if best else 0.0,
+                         p99_ms=float(best.p99_ms if best else trusted[0].p99_ms),
+                         concurrency=int(best.concurrency if best else trusted[0].concurrency),
+                         instances=int(prof.instances), slo_p99_ms=prof.slo_p99_ms, lower_bound=lower_bound)
+        facts.publish(found)
+        check.measure("max throughput within SLO", round(found.max_throughput_within_slo_infer_s, 1),
                       "infer/s", model=model)
         check.measure("capacity is a lower bound", "yes" if lower_bound else "no", model=model)
         if lower_bound:
-            check.finding(f"{model}: capacity >= {capacities[model]['max_throughput_within_slo_infer_s']:.0f} infer/s: "
+            check.finding(f"{model}: capacity >= {found.max_throughput_within_slo_infer_s:.0f} infer/s: "
                           f"throughput still rose within SLO at the search's bound (concurrency {points[-1].concurrency}, "
                           "curve_search_max_concurrency)", severity="warning", model=model)
         if prof.min_throughput is not None:
             check.measure("max throughput within SLO vs min_throughput",
-                          round(capacities[model]["max_throughput_within_slo_infer_s"], 1), "infer/s", model=model,
+                          round(found.max_throughput_within_slo_infer_s, 1), "infer/s", model=model,
                           threshold=prof.min_throughput, comparison=">=")
     return incomplete
 

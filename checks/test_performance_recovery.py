@@ -17,6 +17,7 @@ instance and SIGTERM are NOT APPLICABLE there: checks/test_streaming.py has them
 
 import pytest
 
+from pytest_triton_ready.facts import HotReload, VersionRollout
 from pytest_triton_ready.faults.judges import judge_dead_instance, judge_reload, judge_server_restart, judge_sigterm
 from pytest_triton_ready.faults.recording import record_outcome, seconds
 from pytest_triton_ready.models import defer_to_streaming
@@ -41,10 +42,9 @@ def _fault_model(faults, check, streaming: bool = True) -> str:
     return model
 
 
-def _publish(facts: dict, key: str, outcome, check, recovery_s) -> None:
-    facts[key] = {"passed": outcome.incomplete is None and not check.failed,
-                  "failed_requests": outcome.failed_requests, "recovery_s": recovery_s,
-                  "model": outcome.model, "incomplete": outcome.incomplete}
+def _publish(facts, kind, outcome, check, recovery_s) -> None:
+    facts.publish(kind(passed=outcome.incomplete is None and not check.failed, failed_requests=outcome.failed_requests,
+                       recovery_s=recovery_s, model=outcome.model, incomplete=outcome.incomplete))
 
 
 def _experiment(faults, check, outcome):
@@ -69,10 +69,10 @@ def test_forced_reload_under_traffic_loses_no_request(faults, check, triton_sett
     outcome = faults.forced_reload(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
     if outcome.incomplete:
-        _publish(triton_facts, "faults.hot_reload", outcome, check, None)
+        _publish(triton_facts, HotReload, outcome, check, None)
         check.incomplete(outcome.incomplete)
     judge_reload(check, outcome, "forced reload", faults.plan.rate_per_s)
-    _publish(triton_facts, "faults.hot_reload", outcome, check, seconds(outcome.serve_s))
+    _publish(triton_facts, HotReload, outcome, check, seconds(outcome.serve_s))
 
 
 @pytest.mark.triton_check("PERF-4")
@@ -86,14 +86,14 @@ def test_new_version_rollout_under_traffic_loses_no_request(faults, check, trito
     outcome = faults.version_rollout(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
     if outcome.incomplete:
-        _publish(triton_facts, "faults.version_rollout", outcome, check, None)
+        _publish(triton_facts, VersionRollout, outcome, check, None)
         check.incomplete(outcome.incomplete)
     if outcome.action_error:
-        _publish(triton_facts, "faults.version_rollout", outcome, check, None)
+        _publish(triton_facts, VersionRollout, outcome, check, None)
         return  # the declared command failed: an error finding with its output, nothing to judge
     judge_reload(check, outcome, f"rollout of version {outcome.new_version}", faults.plan.rate_per_s)
     check.measure(f"state of version {outcome.old_version} after the rollout", outcome.old_version_state, model=model)
-    _publish(triton_facts, "faults.version_rollout", outcome, check, seconds(outcome.serve_s))
+    _publish(triton_facts, VersionRollout, outcome, check, seconds(outcome.serve_s))
 
 
 @pytest.mark.triton_check("PERF-4")
@@ -105,9 +105,7 @@ def test_dead_instance_is_reported_and_recovers(faults, check, triton_settings, 
     instance_recovery_max_s. A kill that did not take (no request failed, every instance answered
     the probe) is INCOMPLETE. Where every READY model in scope is decoupled, NOT APPLICABLE:
     test_streaming_dead_stub_is_reported_and_recovers covers a dead stub under streams."""
-    defer_to_streaming(check, triton, "test_streaming_dead_stub_is_reported_and_recovers (PERF-4)",
-                       "kills a python stub under streams, checks the streams end and the ready endpoints, "
-                       "and recovers it with unload + load")
+    defer_to_streaming(check, triton)
     model = _fault_model(faults, check, streaming=False)
     outcome = faults.instance_restart(model)
     if _experiment(faults, check, outcome):
@@ -138,9 +136,7 @@ def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings, trito
     once a request is in flight; nothing in flight at it is INCOMPLETE. Where every READY
     model in scope is decoupled, NOT APPLICABLE: test_streaming_sigterm_ends_streams_cleanly covers
     SIGTERM with streams in flight."""
-    defer_to_streaming(check, triton, "test_streaming_sigterm_ends_streams_cleanly (PERF-4)",
-                       "sends SIGTERM with streams in flight and checks every one ends with its final response "
-                       "and the server exits 0")
+    defer_to_streaming(check, triton)
     outcome = faults.graceful_shutdown(_fault_model(faults, check, streaming=False))
     if _experiment(faults, check, outcome):
         judge_sigterm(check, outcome)

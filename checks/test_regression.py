@@ -6,9 +6,9 @@ numbers (what PERF-1..4 recorded earlier in the run) and measures the window-to-
 model's capacity point, which decides whether a difference is a change or the runs' own noise. A
 regression of capacity or of p50/p99 is measured again before it fails the check: the noise
 measurement is a second measurement of capacity at the same concurrency, and p50/p99 are measured
-once more at PERF-1's target load (`perf.target`). A decoupled (streaming) model has no windows:
+once more at PERF-1's target load (its `TargetLoad` fact). A decoupled (streaming) model has no windows:
 its noise is the spread of STREAMING_REPEATS streaming measurements at PERF-2's best concurrency
-(`perf.streaming_capacity`), whose mean tokens/s is also the repeat of its token capacity.
+(its `StreamingCapacity` fact), whose mean tokens/s is also the repeat of its token capacity.
 """
 
 import hashlib
@@ -32,6 +32,7 @@ from pytest_triton_ready.baseline import (
     reconsider,
 )
 from pytest_triton_ready.baseline.keynumbers import CONFIG_DIGEST, NOISE_NAMES
+from pytest_triton_ready.facts import Capacity, StreamingCapacity, TargetLoad
 from pytest_triton_ready.load.streaming_rules import measurement_problem, streaming_slo
 from pytest_triton_ready.models import ready_decoupled_models, ready_models
 
@@ -56,11 +57,11 @@ def _window_noise(measurement, model, windows_used):
 
 def _repeat_at_target(load, check, model, target):
     """p50/p99 measured once more at PERF-1's target load (its concurrency or Poisson rate)."""
-    if target.get("rate"):
-        measurement = load.measure(model, rate=float(target["rate"]), poisson=True, server_stats=False)
-        where = f"{target['rate']:g} infer/s offered"
+    if target is not None and target.rate:
+        measurement = load.measure(model, rate=float(target.rate), poisson=True, server_stats=False)
+        where = f"{target.rate:g} infer/s offered"
     else:
-        concurrency = int(target.get("concurrency") or check.threshold("perf_target_concurrency").value)
+        concurrency = int((target.concurrency if target else None) or check.threshold("perf_target_concurrency").value)
         measurement = load.measure(model, concurrency=concurrency, server_stats=False)
         where = f"concurrency {concurrency}"
     check.measure("repeat at target load", where, model=model)
@@ -82,7 +83,7 @@ def _streaming_noise(triton, check, model, fact):
 
     client = triton.client
     plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))
-    concurrency = int(fact.get("concurrency") or check.threshold("streaming_concurrency").value)
+    concurrency = int((fact.concurrency if fact else None) or check.threshold("streaming_concurrency").value)
     check.measure("streaming noise measured at concurrency", concurrency, "streams", model=model)
     runs = [StreamingLoad(triton.endpoints.grpc_url, plan, headers=triton.settings.headers, concurrency=concurrency,
                           duration_s=check.threshold("streaming_curve_point_s").value, warmup_s=0.5,
@@ -129,26 +130,27 @@ def test_no_regression_against_baseline(triton, load, check, triton_run, triton_
     digests = {}
     noise = {}
     repeats = {}
-    capacities = triton_facts.get("perf.capacity", {})
+    capacities = triton_facts.of(Capacity)
     windows_used = int(check.threshold("load_stability_windows").value)
     for model in ready_models(triton):
         digests[model] = _config_digest(triton.client.model_config(model))
         check.measure(CONFIG_DIGEST, digests[model], model=model)
-        concurrency = (capacities.get(model) or {}).get("concurrency") or int(check.threshold("perf_target_concurrency").value)
+        measured = capacities.get(model)
+        concurrency = (measured.concurrency if measured else None) or int(check.threshold("perf_target_concurrency").value)
         measurement = load.measure(model, concurrency=int(concurrency), server_stats=False)
         check.measure("noise measured at concurrency", int(concurrency), "requests", model=model)
         noise[model] = _window_noise(measurement, model, windows_used)
-        budget = (capacities.get(model) or {}).get("slo_p99_ms")
+        budget = measured.slo_p99_ms if measured else None
         if measurement.trustworthy and (budget is None or measurement.stats.p99_ms <= budget):
             repeats[model] = {"capacity": measurement.stats.throughput_infer_s}  # still within SLO there
         for kind, value in noise[model].items():
             if value is not None:
                 check.measure(NOISE_NAMES[kind], round(value, 5), "ratio", model=model)
-    streaming_capacity = triton_facts.get("perf.streaming_capacity", {})
+    streaming_capacity = triton_facts.of(StreamingCapacity)
     for model in ready_decoupled_models(triton):
         digests[model] = _config_digest(triton.client.model_config(model))
         check.measure(CONFIG_DIGEST, digests[model], model=model)
-        noise[model], repeats[model] = _streaming_noise(triton, check, model, streaming_capacity.get(model) or {})
+        noise[model], repeats[model] = _streaming_noise(triton, check, model, streaming_capacity.get(model))
         for kind, value in noise[model].items():
             if value is not None:
                 check.measure(NOISE_NAMES[kind], round(value, 5), "ratio", model=model)
@@ -164,10 +166,10 @@ def test_no_regression_against_baseline(triton, load, check, triton_run, triton_
     if not comparisons:
         check.incomplete(f"nothing to compare: this run and the baseline {baseline.path} share no key number "
                          "(capacity, p50/p99, error rate, soak drift and slopes, recovery times) for a common model")
-    targets = triton_facts.get("perf.target", {})
+    targets = triton_facts.of(TargetLoad)
     for model in sorted({c.model for c in comparisons if c.status == REGRESSION and c.metric.key in REPEATABLE}):
         if any(c.model == model and c.status == REGRESSION and c.metric.key in ("p50", "p99") for c in comparisons):
-            repeats.setdefault(model, {}).update(_repeat_at_target(load, check, model, targets.get(model, {})))
+            repeats.setdefault(model, {}).update(_repeat_at_target(load, check, model, targets.get(model)))
     comparisons = [reconsider(c, repeats[c.model][c.metric.key], lambda name: check.threshold(name).value)
                    if c.metric.key in repeats.get(c.model, {}) else c for c in comparisons]
 

@@ -35,9 +35,7 @@ def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load,
     from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
 
     models = ready_models(triton)
-    defer_to_streaming(check, triton, "test_streaming_soak_every_request_finishes (PERF-3)",
-                       "soaks streams: every request must end with its final response and server memory stay flat",
-                       models)
+    defer_to_streaming(check, triton, models)
     if not triton_settings.triton_soak:
         check.incomplete("the soak is turned off (--triton-soak=0)")
     if not models:

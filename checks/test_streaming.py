@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from pytest_triton_ready import progress
+from pytest_triton_ready.facts import StreamingCapacity, StreamingTargetLoad
 from pytest_triton_ready.faults.experiment import run_experiment
 from pytest_triton_ready.faults.recording import record_outcome
 from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, StreamingSigterm
@@ -234,7 +235,6 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
     success_min = check.threshold("success_rate_min")
     min_requests = int(_n(check, "streaming_min_requests"))
     level, window_s = _n(check, "load_confidence"), _n(check, "load_window_s")
-    facts = triton_facts.setdefault("streaming.perf1", {})
     invalid, undecided = [], []
     for model in models:
         slo = streaming_slo(triton_settings, model)
@@ -274,8 +274,9 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
                     {name: [(float(k[1:]), v) for k, v in values.items() if v is not None]
                      for name, values in (("TTFT", stats.ttft_ms), ("ITL", stats.itl_ms), ("request latency", stats.latency_ms))})
         check.evidence(f"{model} streaming measurement", str(stats.to_dict()))
-        facts[model] = {"ttft_p99_ms": stats.ttft_ms["p99"], "itl_p99_ms": stats.itl_ms["p99"],
-                        "output_tokens_per_s": round(stats.output_tokens_per_s, 2), "concurrency": concurrency}
+        triton_facts.publish(StreamingTargetLoad(model, ttft_p99_ms=stats.ttft_ms["p99"], itl_p99_ms=stats.itl_ms["p99"],
+                                                 output_tokens_per_s=round(stats.output_tokens_per_s, 2),
+                                                 concurrency=concurrency))
         if ttft.outcome == FAIL:
             check.recommend("TTFT over budget: fewer requests per instance (more instances or a smaller "
                             "concurrent_requests / max_num_seqs), a shorter prefill, or a budget that matches the model.")
@@ -298,7 +299,7 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
     """Sweep concurrency 1, 2, 4 ... `streaming_curve_max_concurrency`: tokens/s must not fall by
     more than `curve_drop_tolerance` before the knee, and at least one point must keep TTFT p99
     within the SLO. Publishes the best tokens/s within SLO, and the requests/s at that point, as
-    `triton_facts["perf.streaming_capacity"]` (OPS-2 plans a decoupled model's capacity from it); a
+    a `StreamingCapacity` fact (OPS-2 plans a decoupled model's capacity from it); a
     best point at the sweep's top where tokens/s still rose by `curve_min_gain` is a lower bound.
     Only points with at least `streaming_min_requests` completed requests, a success rate of at
     least `success_rate_min` and no stuck request count for the knee and the capacity; a model with
@@ -309,7 +310,6 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
     success_min = _n(check, "success_rate_min")
     min_requests = int(_n(check, "streaming_min_requests"))
     level, window_s = _n(check, "load_confidence"), _n(check, "load_window_s")
-    capacity = triton_facts.setdefault("perf.streaming_capacity", {})
     invalid, undecided = [], []
     for model in models:
         slo = streaming_slo(triton_settings, model)
@@ -341,7 +341,7 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
                 _report_stuck(check, model, stats, limit=3)
             concurrency *= 2
         if not enough_valid(points):
-            capacity.pop(model, None)
+            triton_facts.withdraw(StreamingCapacity, model)
             invalid.append(f"{model}: only {sum(p.trustworthy for p in points)} of {len(points)} curve points have "
                            f">= {min_requests} completed requests, a success rate >= {success_min:g} and no stuck request")
             continue
@@ -383,13 +383,13 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
             check.finding(f"{model}: capacity >= {best.tokens_per_s:.0f} output tokens/s: tokens/s still rose within "
                           f"the TTFT SLO at the sweep's top ({best.concurrency} streams, "
                           "streaming_curve_max_concurrency)", severity="warning", model=model)
-        capacity[model] = {"max_output_tokens_per_s_within_slo": round(best.tokens_per_s, 2) if best else 0.0,
-                           "max_requests_per_s_within_slo": round(best_rps, 3),
-                           "output_tokens_per_request": round(tokens_per_request, 2) if tokens_per_request else None,
-                           "concurrency": best.concurrency if best else None,
-                           "ttft_p99_ms": best.ttft_p99_ms if best else points[0].ttft_p99_ms,
-                           "instances": instance_count(triton.client.model_config(model)),
-                           "lower_bound": lower_bound}
+        triton_facts.publish(StreamingCapacity(
+            model, max_output_tokens_per_s_within_slo=round(best.tokens_per_s, 2) if best else 0.0,
+            max_requests_per_s_within_slo=round(best_rps, 3),
+            output_tokens_per_request=round(tokens_per_request, 2) if tokens_per_request else None,
+            concurrency=best.concurrency if best else None,
+            ttft_p99_ms=best.ttft_p99_ms if best else points[0].ttft_p99_ms,
+            instances=instance_count(triton.client.model_config(model)), lower_bound=lower_bound))
     reasons = (["curve not valid: " + "; ".join(invalid)] if invalid else []) + undecided
     if reasons:
         _not_valid(check, "; ".join(reasons))

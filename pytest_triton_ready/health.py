@@ -18,8 +18,8 @@ instance, when (seconds into the check, wall-clock time) and after how many requ
             break                                         # an instance died: stop this model
     health.finish()                                       # probes, server log, record, recovery
 
-Record (`triton_facts["health.dead_instances"]`): {model: [{instance, check, test, label, t_s,
-wall, requests, failed_requests, source, recovered, recovery_s}]}. A launcher that owns the
+Record (a `DeadInstances` fact per model in the run's facts): [{instance, check, test, label, t_s,
+wall, requests, failed_requests, source, recovered, recovery_s}]. A launcher that owns the
 server recovers the model (unload + load) and says it had to; on an attached server the instance
 stays dead and every later check on the model fails on it.
 """
@@ -32,11 +32,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .facts import DeadInstances, Facts
 from .load.errors import dead_instance, stub_exits_in_log, summarize_errors
 from .load.stalls import find_stalls
 from .models import instance_count, ready_models
 
-FACTS_KEY = "health.dead_instances"
 LOG_LINES = 1_000_000  # the whole server log, for a run's length
 
 
@@ -80,7 +80,7 @@ def wall_iso(wall: float | None) -> str | None:
 class LoadHealth:
     """The instance-health watch of one load check."""
 
-    def __init__(self, target: Any, check: Any, facts: dict, models: Iterable[str] | None = None) -> None:
+    def __init__(self, target: Any, check: Any, facts: Facts, models: Iterable[str] | None = None) -> None:
         self.target = target
         self.check = check
         self.facts = facts
@@ -100,9 +100,10 @@ class LoadHealth:
         self._earlier()
 
     # -- the run-wide record ------------------------------------------------------------------
-    @property
-    def record(self) -> dict[str, list[dict[str, Any]]]:
-        return self.facts.setdefault(FACTS_KEY, {})
+    def recorded(self, model: str) -> list[dict[str, Any]]:
+        """The dead instances of `model` earlier checks of this run recorded."""
+        fact = self.facts.get(DeadInstances, model)
+        return list(fact.deaths) if fact else []
 
     def _scope(self) -> list[str]:
         if self.models is None:
@@ -115,11 +116,10 @@ class LoadHealth:
     def _earlier(self) -> None:
         """What earlier checks found on the models in scope: said here, and a model whose instance
         is still dead is not measured (its numbers would describe a broken deployment)."""
-        record = self.record
-        if not record:
+        if not self.facts.of(DeadInstances):
             return
         for model in self._scope():
-            entries = record.get(model) or []
+            entries = self.recorded(model)
             if not entries:
                 continue
             where = "; ".join(f"{e['instance']} in {e['check']} ({e['test']})" for e in entries)
@@ -240,7 +240,7 @@ class LoadHealth:
             by_model.setdefault(death.model, []).append(death)
         for model, deaths in by_model.items():
             self._recover(model, deaths)
-            self.record.setdefault(model, []).extend(d.to_fact() for d in deaths)
+            self.facts.publish(DeadInstances(model, tuple(self.recorded(model)) + tuple(d.to_fact() for d in deaths)))
         self.check.measure("dead model instances", len(self.deaths), "instances")
         return list(self.deaths.values())
 

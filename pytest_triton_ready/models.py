@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .counterparts import Counterpart, streaming_counterpart
+
 
 def ready_names(client: Any) -> set[str]:
     """Names of the models with at least one READY version in the server's repository index."""
@@ -47,26 +49,26 @@ def streaming_only(unary: list[str], decoupled: list[str]) -> bool:
     return not unary and bool(decoupled)
 
 
-def covered_by_streaming(unary: list[str], decoupled: list[str], counterpart: str, how: str) -> str | None:
+def covered_by_streaming(unary: list[str], decoupled: list[str], counterpart: Counterpart) -> str | None:
     """The not-applicable reason of a unary check on a deployment whose READY models in scope are
-    all decoupled: it names `counterpart`, the streaming check (checks/test_streaming.py) that
-    covers the item, and `how` it does. None when a unary model is there to run the check on, or
-    no READY model at all (then the check's own INCOMPLETE stands)."""
+    all decoupled: it names the streaming check (checks/test_streaming.py) that covers the item
+    (`counterpart`, from counterparts.py) and how it does. None when a unary model is there to run
+    the check on, or no READY model at all (then the check's own INCOMPLETE stands)."""
     if not streaming_only(unary, decoupled):
         return None
-    return (f"every READY model in scope is decoupled ({', '.join(decoupled)}): {counterpart} "
-            f"(checks/test_streaming.py) {how}")
+    return (f"every READY model in scope is decoupled ({', '.join(decoupled)}): {counterpart.check} "
+            f"(checks/test_streaming.py) {counterpart.how}")
 
 
-def defer_to_streaming(check: Any, target: Any, counterpart: str, how: str,
-                       unary: list[str] | None = None) -> None:
+def defer_to_streaming(check: Any, target: Any, unary: list[str] | None = None) -> None:
     """End `check` NOT APPLICABLE when every READY model in scope is decoupled, naming the
-    streaming check that covers its item (`covered_by_streaming`); return otherwise. `unary`: the
-    check's own list of READY unary models, when it has one (default: `ready_models(target)`)."""
+    streaming check that covers its item (its entry in counterparts.STREAMING_COUNTERPARTS, found
+    by the check's own name); return otherwise. `unary`: the check's own list of READY unary
+    models, when it has one (default: `ready_models(target)`)."""
     unary = ready_models(target) if unary is None else unary
     if unary:
         return
-    reason = covered_by_streaming(unary, ready_decoupled_models(target), counterpart, how)
+    reason = covered_by_streaming(unary, ready_decoupled_models(target), streaming_counterpart(check.result.nodeid))
     if reason:
         check.not_applicable(reason)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from .facts import FactMissing
 from .gate import EXIT_UNREACHABLE, Scope, ScopeItem, exit_code
 from .recorder import CheckRecorder
 from .redaction import RedactingStream, Redactor
@@ -241,9 +242,12 @@ def faults(triton, load, triton_settings):
 
 
 @pytest.fixture(scope="session")
-def triton_facts(pytestconfig: pytest.Config) -> dict:
-    """Numbers one check leaves for a later one in the same run, e.g. PERF-2's highest throughput
-    within SLO per model (`perf.capacity`), which OPS-2 and the soak use. Checks run in phase order."""
+def triton_facts(pytestconfig: pytest.Config):
+    """The run's typed facts (facts.Facts): results one check leaves for a later one in the same
+    run, e.g. PERF-2's highest throughput within SLO per model (`Capacity`), which OPS-2 and the
+    soak use. A check publishes a fact (`triton_facts.publish(...)`) and asks for another's by type
+    (`get(Kind, model)`, or `require`, which ends the check INCOMPLETE naming the producing check
+    when it is missing). Checks run in phase order."""
     return pytestconfig.stash[RUN_KEY].facts
 
 
@@ -417,8 +421,15 @@ def pytest_runtest_call(item: pytest.Item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
-    outcome = yield
     recorder = pyfuncitem.stash.get(RECORDER_KEY, None)
+    try:
+        outcome = yield
+    except FactMissing as missing:  # a fact an earlier check did not publish: INCOMPLETE naming it
+        if recorder is None:
+            raise
+        if recorder.failed:
+            pytest.fail(recorder.failure_text(), pytrace=False)
+        recorder.incomplete(str(missing))
     if recorder is not None and recorder.failed:
         pytest.fail(recorder.failure_text(), pytrace=False)
     if recorder is not None and recorder.unmeasured:

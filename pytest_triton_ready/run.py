@@ -7,6 +7,7 @@ import platform
 from dataclasses import dataclass, field
 from typing import Any
 
+from .facts import Facts
 from .report.model import Result
 from .report.verdict import Gaps, overall_verdict, short_list, verdict_reason
 from .settings import Settings
@@ -25,7 +26,7 @@ class Run:
     started_at: str = field(default_factory=now_iso)
     finished_at: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=Facts)  # what checks leave for later ones (facts.py)
     scope: Any = None  # a gate.Scope once the checklist is collected
     unreachable: bool = False  # the first contact with the server failed; the session stopped there
     waivers: list = field(default_factory=list)  # gate.Waiver from the YAML's gate.waivers

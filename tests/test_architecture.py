@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("<package>", "errors", "progress", "commands", "budget", "input_data", "llm_inputs", "prompts",
                     "expectations", "pipelines", "addresses", "yamlschema", "thresholds", "redaction",
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
-                    "recorder")),
+                    "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),
     ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "plan", "gate",
                       "faults.plan", "faults.declared", "load.profile", "monitoring.config", "soak.plan",

@@ -22,6 +22,8 @@ RECOVERY = "test_performance_recovery.py"
 AFTER_FAULTS = textwrap.dedent('''
     import pytest
 
+    from pytest_triton_ready.facts import HotReload
+
     @pytest.mark.triton_check("OPS-1")
     def test_server_whole_after_fault_experiments(triton, faults, triton_facts, check):
         """After the fault experiments every model answers and every instance of the fault model answers."""
@@ -39,10 +41,10 @@ AFTER_FAULTS = textwrap.dedent('''
         check.measure("probe requests answered", probe.ok, "requests", threshold=probe.sent, comparison="==")
         check.measure("live stubs of the fault model", len(faults.stubs(model)), "processes",
                       threshold=prober.instances, comparison="==")
-        fact = triton_facts["faults.hot_reload"]
-        check.measure("hot reload fact: passed", str(fact["passed"]))
-        check.measure("hot reload fact: failed requests", fact["failed_requests"], "requests")
-        check.measure("hot reload fact: recovery", fact["recovery_s"], "s")
+        fact = triton_facts.require(HotReload)
+        check.measure("hot reload fact: passed", str(fact.passed))
+        check.measure("hot reload fact: failed requests", fact.failed_requests, "requests")
+        check.measure("hot reload fact: recovery", fact.recovery_s, "s")
 ''')
 
 

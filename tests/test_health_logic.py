@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_triton_ready.health import FACTS_KEY, LoadHealth
+from pytest_triton_ready.facts import DeadInstances, Facts
+from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.load import errors
 from pytest_triton_ready.load.stalls import find_stalls
 from pytest_triton_ready.load.stats import Stats
@@ -205,7 +206,7 @@ def _traffic(sightings, started_at, completed, errors_=None, windows=()):
 
 
 def test_a_dead_instance_fails_the_check_whatever_the_success_rate(monkeypatch):
-    facts, check, target = {}, _check(), _target(owns=True)
+    facts, check, target = Facts(), _check(), _target(owns=True)
     probes = iter([_probe(["mortal_0_0"]), _probe()])  # after the check: dead; after unload + load: all answer
     monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: next(probes))
     health = LoadHealth(target, check, facts, ["mortal"])
@@ -225,25 +226,25 @@ def test_a_dead_instance_fails_the_check_whatever_the_success_rate(monkeypatch):
     assert target.client.calls == [("unload", "mortal"), ("load", "mortal")]
     [recovered] = [f for f in check.result.findings if "had to be recovered" in f.message]
     assert recovered.severity == "warning"
-    [record] = facts[FACTS_KEY]["mortal"]
+    [record] = facts.require(DeadInstances, model="mortal").deaths
     assert record["instance"] == "mortal_0_0" and record["check"] == "PERF-1" and record["recovered"]
     assert record["requests"] == 6200 and record["source"] == "errors"
 
 
 def test_the_probe_finds_a_dead_instance_the_traffic_did_not_show(monkeypatch):
-    facts, check = {}, _check()
+    facts, check = Facts(), _check()
     monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe(["mortal_0_1"]))
     health = LoadHealth(_target(owns=False), check, facts, ["mortal"])
     health.observe(_traffic({}, health.started, 100), model="mortal")
     health.finish()
     [dead] = check.errors
     assert "instance mortal_0_1 died during PERF-1 (found by the probe after the check)" in dead.message
-    assert not facts[FACTS_KEY]["mortal"][0]["recovered"]  # attached: nobody may unload it
+    assert not facts.require(DeadInstances, model="mortal").deaths[0]["recovered"]  # attached: nobody may unload it
     assert any("unload and load the model" in r for r in check.result.recommendations)
 
 
 def test_a_healthy_error_mix_passes_the_health_watch(monkeypatch):
-    facts, check = {}, _check()
+    facts, check = Facts(), _check()
     monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe())
     health = LoadHealth(_target(), check, facts, ["mortal"])
     seen = SimpleNamespace(t_s=1.0, wall=time.time(), completed_before=10, count=4)
@@ -251,12 +252,13 @@ def test_a_healthy_error_mix_passes_the_health_watch(monkeypatch):
                        {"UNAVAILABLE: Connection refused": 4})
     assert health.observe(traffic, model="mortal") == []
     assert health.finish() == []
-    assert not check.failed and facts.get(FACTS_KEY) in (None, {})
+    assert not check.failed and not facts
 
 
 def test_a_later_check_says_the_model_lost_an_instance(monkeypatch):
-    facts = {FACTS_KEY: {"mortal": [{"instance": "mortal_0_0", "check": "PERF-1", "test": "test_benchmark",
-                                     "recovered": False}]}}
+    earlier = {"instance": "mortal_0_0", "check": "PERF-1", "test": "test_benchmark", "recovered": False}
+    facts = Facts()
+    facts.publish(DeadInstances("mortal", (earlier,)))
     monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe(["mortal_0_0"]))
     check = _check("PERF-2", "test_throughput_latency_curve")
     health = LoadHealth(_target(owns=False), check, facts, ["mortal"])
@@ -264,7 +266,7 @@ def test_a_later_check_says_the_model_lost_an_instance(monkeypatch):
     assert "mortal: instance mortal_0_0 has been dead since an earlier check (mortal_0_0 in PERF-1" in \
         check.errors[0].message
 
-    facts[FACTS_KEY]["mortal"][0]["recovered"] = True
+    facts.publish(DeadInstances("mortal", ({**earlier, "recovered": True},)))
     check = _check("PERF-3", "test_soak_stability")
     health = LoadHealth(_target(), check, facts, ["mortal"])
     assert not health.skip("mortal") and not check.errors
@@ -274,7 +276,7 @@ def test_a_later_check_says_the_model_lost_an_instance(monkeypatch):
 def test_soak_windows_say_when_the_instance_died(monkeypatch):
     monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe())
     check = _check("PERF-3", "test_soak_stability")
-    health = LoadHealth(_target(owns=False), check, {}, ["mortal"])
+    health = LoadHealth(_target(owns=False), check, Facts(), ["mortal"])
     now = time.time()
     windows = [SimpleNamespace(index=i, start_s=float(i), end_s=i + 1.0, wall_time=now + i + 1.0, sent=100,
                                errors={DEAD: 2} if i == 2 else {}) for i in range(4)]
@@ -292,7 +294,7 @@ def test_an_instance_probe_that_cannot_run_leaves_the_rule_unjudged_not_a_warnin
             raise ConnectionError("connection refused")
 
     monkeypatch.setattr(probes, "InstanceProber", Broken)
-    facts, check = {}, _check()
+    facts, check = Facts(), _check()
     health = LoadHealth(_target(owns=False), check, facts, ["mortal"])
     assert health.finish() == []
     assert check.unmeasured == ["mortal: every instance answers the instance probe"]

@@ -1,9 +1,9 @@
 """OPS-1..OPS-4 through pytester: attestations accepted, missing and stale; the hot-reload
 experiment's fact present, failed and absent; the capacity arithmetic passing and failing.
 
-The facts other phases publish (PERF-2's `perf.capacity`, the hot-reload experiment's
-`faults.hot_reload`) are set by a plain test file that runs before the checks (checks run in phase
-order, plain tests first), through the public `triton_facts` fixture.
+The facts other phases publish (PERF-2's `Capacity`, the hot-reload experiment's `HotReload`)
+are set by a plain test file that runs before the checks (checks run in phase order, plain tests
+first), through the public `triton_facts` fixture, in the report's form (`Facts.publish_json`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def facts_file(pytester, **facts) -> str:
         import json
 
         def test_publish_facts(triton_facts):
-            triton_facts.update(json.loads({json.dumps(json.dumps(facts))}))
+            triton_facts.publish_json(json.loads({json.dumps(json.dumps(facts))}))
     """)
     return str(path)
 
@@ -156,10 +156,12 @@ def test_missing_experiment_and_measurements_make_ops1_and_ops2_incomplete(run_c
     run.outcome.assert_outcomes(passed=2, skipped=2)
     ops1 = run.result("test_hot_update_procedure_documented_and_exercised")
     assert ops1["verdict"] == "incomplete"
-    assert "hot-reload experiment (faults.hot_reload) was not part of this run" in ops1["reason"]
+    assert ("hot-reload experiment is missing (faults.hot_reload): test_forced_reload_under_traffic_loses_no_request "
+            "(PERF-4) was not part of this run") in ops1["reason"]
     ops2 = run.result("test_capacity_plan_carries_declared_peak")
     assert ops2["verdict"] == "incomplete"
     assert "PERF-2 was not part of this run" in ops2["reason"]
+    assert "test_throughput_latency_curve (PERF-2)" in ops2["reason"]
     assert run.report["verdict"] == "INCOMPLETE"
 
 
@@ -251,21 +253,27 @@ def test_attestation_dated_in_the_future_or_with_a_bad_link_is_refused(tmp_path)
 
 
 def test_a_streaming_models_capacity_is_planned_from_the_streaming_curve():
+    from pytest_triton_ready.facts import Facts
     from pytest_triton_ready.operations.capacity import from_streaming_capacity, measured_capacities
 
     streaming = {"max_output_tokens_per_s_within_slo": 1148.6, "max_requests_per_s_within_slo": 36.0,
                  "output_tokens_per_request": 32.0, "concurrency": 8, "ttft_p99_ms": 31.4, "instances": 1,
                  "lower_bound": True}
-    measured, problems = measured_capacities({"perf.capacity": {"scale": CAPACITY_FACT["scale"]},
-                                              "perf.streaming_capacity": {"generate": streaming,
-                                                                          "old": {"instances": 1}}})
-    assert set(measured) == {"scale", "generate"} and measured["scale"] == CAPACITY_FACT["scale"]
-    assert problems == ["PERF-2's streaming capacity fact for old lacks max_requests_per_s_within_slo"]
+    facts = Facts()
+    facts.publish_json({"perf.capacity": {"scale": CAPACITY_FACT["scale"]},
+                        "perf.streaming_capacity": {"generate": streaming}})
+    measured, problems = measured_capacities(facts)
+    assert set(measured) == {"scale", "generate"} and problems == []
+    assert measured["scale"] == {**CAPACITY_FACT["scale"], "lower_bound": False}
+    with pytest.raises(ValueError, match="streaming capacity fact for old lacks max_requests_per_s_within_slo"):
+        from_streaming_capacity("old", {"instances": 1})
     fact = from_streaming_capacity("generate", streaming)
     assert fact["max_throughput_within_slo_infer_s"] == 36.0 and fact["streaming"] and fact["lower_bound"]
     plan = model_plan("generate", fact, 50, 0.3, None)  # 50 requests/s x 1.3 = 65 -> 2 instances of 36
     assert (plan.instances_needed, plan.gpus_needed) == (2, 2)
     assert "measured TTFT p99 31.4 ms, concurrency 8" in "\n".join(plan.arithmetic())
     # a unary capacity for the same name wins (the unary sweep measured it)
-    assert measured_capacities({"perf.capacity": {"generate": CAPACITY_FACT["scale"]},
-                                "perf.streaming_capacity": {"generate": streaming}})[0]["generate"] == CAPACITY_FACT["scale"]
+    both = Facts()
+    both.publish_json({"perf.capacity": {"generate": CAPACITY_FACT["scale"]},
+                       "perf.streaming_capacity": {"generate": streaming}})
+    assert measured_capacities(both)[0]["generate"]["max_throughput_within_slo_infer_s"] == 400.0

@@ -28,10 +28,12 @@ SHORT = ("--triton-threshold=load_warmup_s=0.3", "--triton-threshold=load_window
 FACTS_READER = textwrap.dedent('''
     import pytest
 
+    from pytest_triton_ready.facts import Capacity
+
     @pytest.mark.triton_check("OPS-2")
     def test_reads_capacity(triton_facts, check):
         """Reads what PERF-2 published."""
-        capacity = triton_facts["perf.capacity"]["scale"]
+        capacity = triton_facts.require(Capacity, model="scale").to_json()
         assert set(capacity) == {"max_throughput_within_slo_infer_s", "p99_ms", "concurrency", "instances",
                                  "slo_p99_ms", "lower_bound"}
         for key in ("max_throughput_within_slo_infer_s", "p99_ms", "concurrency", "instances"):

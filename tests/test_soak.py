@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKS, TEST_REPOSITORIES
+from pytest_triton_ready.facts import Capacity, Facts
 from pytest_triton_ready.report import write_reports
 from pytest_triton_ready.report.soak_journal import journal_to_run
 from pytest_triton_ready.settings import build_settings
@@ -147,7 +148,7 @@ def test_the_soak_records_its_plan_as_settings_and_judges_its_rules():
     from pytest_triton_ready.soak import record_soak
 
     settings = build_settings({"triton_soak": "20s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
-    plan = build_plan(settings, ["m"], {})
+    plan = build_plan(settings, ["m"], Facts())
     check = CheckRecorder(Result("PERF-3", "performance", "soak", "n"))
     record_soak(check, plan, [_window(i) for i in range(20)], 20.0)
     measured = {m.name for m in check.result.measurements}
@@ -221,7 +222,9 @@ def test_limits_come_from_the_yaml_soak_section_unless_thresholds_override(tmp_p
     assert limits["soak_server_memory_slope_max_mb_h"].value == 5
     assert limits["soak_server_memory_slope_max_mb_h"].source.endswith("soak.server_memory_slope_max_mb_h")
     assert limits["soak_p99_drift_ratio_max"].value == 2 and limits["soak_p99_drift_ratio_max"].source.startswith("yaml:")
-    plan = build_plan(settings, ["a", "b"], {"perf.capacity": {"a": {"max_throughput_within_slo_infer_s": 400.0}}})
+    facts = Facts()
+    facts.publish(Capacity("a", max_throughput_within_slo_infer_s=400.0, p99_ms=10.0, concurrency=4, instances=1))
+    plan = build_plan(settings, ["a", "b"], facts)
     assert plan.duration_s == 60 and plan.window_s == 2
     assert plan.rates == {"a": 100.0, "b": 7.0}  # 0.5 x 400 infer/s, shared by the 2 models soaked together
     assert "PERF-2" in plan.rate_sources["a"] and "/ 2 models soaked together" in plan.rate_sources["a"]
@@ -229,22 +232,22 @@ def test_limits_come_from_the_yaml_soak_section_unless_thresholds_override(tmp_p
 
 
 def test_default_plan_states_its_conservative_rate():
-    plan = build_plan(build_settings({}, {}, environ={}), ["m"], {})
+    plan = build_plan(build_settings({}, {}, environ={}), ["m"], Facts())
     assert plan.duration_s == 60 and plan.window_s == 3 and plan.rates == {"m": 10.0}
     assert "conservative default" in plan.rate_sources["m"]
     settings = build_settings({"triton_soak": "10s"}, {}, environ={})
     settings.yaml = {"soak": {"window": "30s"}}
     with pytest.raises(PlanError, match=r"soak.window in the YAML file \(30 s\) is longer than the soak \(10 s\)"):
-        build_plan(settings, ["m"], {})
+        build_plan(settings, ["m"], Facts())
     settings = build_settings({"triton_soak": "24h"}, {}, environ={})
     settings.yaml = {"soak": {"window": "1s"}}
     with pytest.raises(PlanError, match="more than 10000 windows; use at least 8.64 s"):
-        build_plan(settings, ["m"], {})
+        build_plan(settings, ["m"], Facts())
 
 
 def test_journal_survives_a_torn_last_line(tmp_path):
     path = tmp_path / "j.jsonl"
-    plan = build_plan(build_settings({"triton_soak": "10s"}, {}, environ={}), ["m"], {})
+    plan = build_plan(build_settings({"triton_soak": "10s"}, {}, environ={}), ["m"], Facts())
     writer = JournalWriter(path, {"plan": plan.to_dict(), "context": {}, "settings": {}})
     for i in range(3):
         writer.window(_window(i))
@@ -263,7 +266,7 @@ def test_journal_survives_a_torn_last_line(tmp_path):
 
 def test_a_completed_journal_renders_with_the_rules_verdict(tmp_path):
     settings = build_settings({"triton_soak": "10s"}, {}, environ={})
-    plan = build_plan(settings, ["m"], {})
+    plan = build_plan(settings, ["m"], Facts())
     path = tmp_path / "j.jsonl"
     writer = JournalWriter(path, {"started_at": "2026-11-30T00:00:00+00:00", "plan": plan.to_dict(),
                                   "context": {"launcher": "attach"}, "settings": settings.redacted()})
@@ -281,7 +284,7 @@ def test_a_completed_journal_renders_with_the_rules_verdict(tmp_path):
 
 def test_a_completed_journal_without_server_memory_renders_incomplete(tmp_path):
     settings = build_settings({"triton_soak": "10s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
-    plan = build_plan(settings, ["m"], {})
+    plan = build_plan(settings, ["m"], Facts())
     path = tmp_path / "j.jsonl"
     writer = JournalWriter(path, {"started_at": "2026-11-30T00:00:00+00:00", "plan": plan.to_dict(),
                                   "context": {"launcher": "attach"}, "settings": settings.redacted()})
@@ -472,7 +475,7 @@ def test_a_runner_killed_mid_soak_leaves_a_journal_that_renders(tmp_path, demo_s
 def test_the_report_command_renders_an_unclosed_journal(tmp_path):
     """`triton-ready report JOURNAL`: the report package's reader list gains the soak journal."""
     settings = build_settings({"triton_soak": "1m"}, {}, environ={})
-    plan = build_plan(settings, ["m"], {})
+    plan = build_plan(settings, ["m"], Facts())
     journal = tmp_path / "soak-journal.jsonl"
     writer = JournalWriter(journal, {"started_at": "2026-11-30T00:00:00+00:00", "plan": plan.to_dict(),
                                      "context": {"launcher": "attach", "runner": {"pytest_triton_ready": "0", "python": "3"}},

@@ -193,6 +193,7 @@ def test_shared_fleet_needs_the_largest_and_dedicated_the_sum():
 
 def test_the_fleet_fact_for_later_checks():
     fact = FleetPlan(plans(), "shared", gpus_declared=4).to_fact()
-    assert (fact["gpus_needed"], fact["carries_peak"]) == (5, False)
-    assert fact["models"]["a"] == {"required_infer_s": 1000.0, "per_instance_infer_s": 100.0, "instances_needed": 10,
+    assert (fact.gpus_needed, fact.carries_peak) == (5, False)
+    assert fact.to_json()["gpus_declared"] == 4
+    assert fact.models["a"] == {"required_infer_s": 1000.0, "per_instance_infer_s": 100.0, "instances_needed": 10,
                                    "gpus_needed": 5}

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from pytest_triton_ready.facts import Facts
 from pytest_triton_ready.soak.evidence import (
     EvidenceError,
     config_digest,
@@ -107,7 +108,7 @@ def test_a_closed_soak_journal_is_evidence_too(tmp_path):
     from pytest_triton_ready.soak import JournalWriter, Window, build_plan
 
     settings = build_settings({"triton_soak": "30s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
-    plan = build_plan(settings, ["scale"], {})
+    plan = build_plan(settings, ["scale"], Facts())
     path = tmp_path / "soak-journal.jsonl"
     writer = JournalWriter(path, {"started_at": "2026-12-01T11:00:00+00:00", "plan": plan.to_dict(),
                                   "context": {}, "settings": settings.redacted(), "server_identity": IDENTITY})

@@ -204,8 +204,11 @@ class _Check:
     class Ended(Exception):
         pass
 
-    def __init__(self):
+    def __init__(self, name="checks/test_soak.py::test_soak_stability"):
+        from types import SimpleNamespace
+
         self.reason = None
+        self.result = SimpleNamespace(nodeid=name)
 
     def not_applicable(self, reason):
         self.reason = reason
@@ -229,23 +232,27 @@ def _target(states: dict[str, bool], ready: set[str] | None = None):
 
 
 def test_a_unary_check_defers_to_its_streaming_counterpart_only_when_every_ready_model_streams():
+    from pytest_triton_ready.counterparts import streaming_counterpart
     from pytest_triton_ready.models import covered_by_streaming, defer_to_streaming, streaming_only
 
     assert streaming_only([], ["llm"]) and not streaming_only(["scale"], ["llm"]) and not streaming_only([], [])
-    reason = covered_by_streaming([], ["llm", "chat"], "test_streaming_slo_at_target_load (PERF-1)", "measures TTFT")
+    perf1 = streaming_counterpart("checks/test_performance.py::test_benchmark_meets_slo_at_target_load")
+    reason = covered_by_streaming([], ["llm", "chat"], perf1)
     assert reason == ("every READY model in scope is decoupled (llm, chat): test_streaming_slo_at_target_load (PERF-1) "
-                      "(checks/test_streaming.py) measures TTFT")
-    assert covered_by_streaming(["scale"], ["llm"], "x", "y") is None  # a unary model to run the check on
-    assert covered_by_streaming([], [], "x", "y") is None  # nothing READY: the check's own INCOMPLETE stands
+                      "(checks/test_streaming.py) measures TTFT, ITL and output tokens/s at the target load against "
+                      "the streaming SLO")
+    assert covered_by_streaming(["scale"], ["llm"], perf1) is None  # a unary model to run the check on
+    assert covered_by_streaming([], [], perf1) is None  # nothing READY: the check's own INCOMPLETE stands
 
     check = _Check()
     with pytest.raises(_Check.Ended):
-        defer_to_streaming(check, _target({"llm": True, "broken": False}, ready={"llm"}), "test_x (PERF-3)", "soaks")
-    assert check.reason.startswith("every READY model in scope is decoupled (llm): test_x (PERF-3)")
+        defer_to_streaming(check, _target({"llm": True, "broken": False}, ready={"llm"}))
+    assert check.reason.startswith("every READY model in scope is decoupled (llm): "
+                                   "test_streaming_soak_every_request_finishes (PERF-3)")
     check = _Check()
-    defer_to_streaming(check, _target({"llm": True, "scale": False}), "test_x (PERF-3)", "soaks")  # returns: mixed
-    defer_to_streaming(check, _target({"llm": True}), "test_x (PERF-3)", "soaks", unary=["scale"])  # the check's list
-    defer_to_streaming(check, _target({"scale": False}, ready=set()), "test_x (PERF-3)", "soaks")  # nothing READY
+    defer_to_streaming(check, _target({"llm": True, "scale": False}))  # returns: mixed
+    defer_to_streaming(check, _target({"llm": True}), unary=["scale"])  # the check's list
+    defer_to_streaming(check, _target({"scale": False}, ready=set()))  # nothing READY
     assert check.reason is None
 
 

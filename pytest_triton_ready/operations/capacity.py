@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..facts import Capacity, CapacityPlan, Facts, StreamingCapacity
+
 PLACEMENTS = ("shared", "dedicated")
 FACT_KEYS = ("max_throughput_within_slo_infer_s", "instances")
 
@@ -125,17 +127,17 @@ class FleetPlan:
         lines += [f"assumption: {a}" for a in self.assumptions]
         return "\n".join(lines)
 
-    def to_fact(self) -> dict[str, Any]:
-        """What OPS-2 leaves in the run's facts (`ops.capacity_plan`)."""
-        return {
-            "placement": self.placement,
-            "gpus_declared": self.gpus_declared,
-            "gpus_needed": self.gpus_needed,
-            "carries_peak": self.carries_peak,
-            "models": {m.model: {"required_infer_s": m.required, "per_instance_infer_s": m.per_instance,
-                                 "instances_needed": m.instances_needed, "gpus_needed": m.gpus_needed}
-                       for m in self.models},
-        }
+    def to_fact(self) -> CapacityPlan:
+        """What OPS-2 leaves in the run's facts."""
+        return CapacityPlan(
+            placement=self.placement,
+            gpus_declared=self.gpus_declared,
+            gpus_needed=self.gpus_needed,
+            carries_peak=self.carries_peak,
+            models={m.model: {"required_infer_s": m.required, "per_instance_infer_s": m.per_instance,
+                              "instances_needed": m.instances_needed, "gpus_needed": m.gpus_needed}
+                    for m in self.models},
+        )
 
 
 def model_plan(model: str, fact: dict[str, Any], peak_rate: float, headroom: float,
@@ -166,7 +168,7 @@ STREAMING_FACT_KEYS = ("max_requests_per_s_within_slo", "instances")
 
 
 def from_streaming_capacity(model: str, fact: dict[str, Any]) -> dict[str, Any]:
-    """PERF-2's streaming capacity (checks/test_streaming.py, `perf.streaming_capacity`) in the
+    """PERF-2's streaming capacity (checks/test_streaming.py, `StreamingCapacity`) in the
     plan's terms: a streamed request is one inference, so the capacity is the requests/s that the
     curve's best point within the TTFT SLO completed (each asking for the curve's token budget);
     `p99_ms` is that point's TTFT p99. Raises ValueError on a fact that lacks them."""
@@ -181,16 +183,16 @@ def from_streaming_capacity(model: str, fact: dict[str, Any]) -> dict[str, Any]:
             "max_output_tokens_per_s_within_slo": fact.get("max_output_tokens_per_s_within_slo")}
 
 
-def measured_capacities(facts: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """(every model's measured capacity for the plan, problems): PERF-2's unary `perf.capacity`,
-    and for decoupled models the streaming curve's (`perf.streaming_capacity`, converted by
+def measured_capacities(facts: Facts) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(every model's measured capacity for the plan, problems): PERF-2's unary `Capacity`, and
+    for decoupled models the streaming curve's (`StreamingCapacity`, converted by
     `from_streaming_capacity`); a streaming fact that cannot be used is left out, and said why."""
-    measured = dict(facts.get("perf.capacity") or {})
+    measured = {model: fact.to_json() for model, fact in facts.of(Capacity).items()}
     problems = []
-    for model, fact in (facts.get("perf.streaming_capacity") or {}).items():
+    for model, fact in facts.of(StreamingCapacity).items():
         if model not in measured:
             try:
-                measured[model] = from_streaming_capacity(model, fact)
+                measured[model] = from_streaming_capacity(model, fact.to_json())
             except ValueError as exc:
                 problems.append(str(exc))
     return measured, problems

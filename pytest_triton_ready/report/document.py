@@ -42,7 +42,7 @@ def build_document(run) -> dict[str, Any]:
     if run.plan:
         document["plan"] = run.plan
     if run.facts:  # what checks left for later ones: capacity, the capacity plan, experiments, live layers
-        document["facts"] = run.facts
+        document["facts"] = run.facts.to_json()
     document["key_numbers"] = key_numbers(results)
     baseline = baseline_summary(getattr(run.settings, "triton_baseline", None), run.settings.readiness_report)
     if baseline is not None:

@@ -1,7 +1,7 @@
 """What a soak will do: duration, windows, warm-up, rate per model (and where it came from), limits.
 
 Rate per model, first that applies: `soak.rates.<model>` in the YAML; `soak_rate_fraction` of the
-highest throughput within SLO that PERF-2 published in this run (`triton_facts["perf.capacity"]`),
+highest throughput within SLO that PERF-2 published in this run (its `Capacity` facts),
 divided by the number of models soaked together, since PERF-2 measured each alone;
 `soak.rate` in the YAML; the conservative default `soak_default_rate_infer_s`.
 """
@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 
 from ..errors import TritonReadyError
+from ..facts import Capacity, Facts
 from ..thresholds import THRESHOLDS, ThresholdValue
 from ..yamlschema import Section, setting
 from .duration import parse_duration
@@ -136,7 +137,7 @@ def soak_limits(settings) -> dict[str, ThresholdValue]:
     return limits
 
 
-def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
+def build_plan(settings, models: list[str], facts: Facts) -> SoakPlan:
     """The plan for this run; PlanError when a setting cannot work."""
     section = settings.section_model("soak")
     duration = float(settings.triton_soak)
@@ -158,14 +159,14 @@ def build_plan(settings, models: list[str], facts: dict[str, Any]) -> SoakPlan:
         raise PlanError(f"soak.warmup in {where} ({warmup:g} s) leaves nothing of a {duration:g} s soak")
     models = list(section.models or models)
     rates, sources = {}, {}
-    capacity = facts.get("perf.capacity") or {}
+    capacity = facts.of(Capacity)
     fraction = settings.threshold("soak_rate_fraction")
     if fraction.source == "default" and section.rate_fraction is not None:
         fraction = ThresholdValue(fraction.name, float(section.rate_fraction), fraction.unit, "yaml soak.rate_fraction")
     default_rate = settings.threshold("soak_default_rate_infer_s")
     for model in models:
         pinned = section.rates.get(model)
-        measured = (capacity.get(model) or {}).get("max_throughput_within_slo_infer_s")
+        measured = capacity[model].max_throughput_within_slo_infer_s if model in capacity else None
         if pinned is not None:
             rates[model], sources[model] = float(pinned), f"yaml soak.rates.{model}"
         elif measured:
