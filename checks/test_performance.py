@@ -316,16 +316,20 @@ def _sweep(load, check, health, profiles, facts, success_min, cap, knee_fraction
         check.measure("knee concurrency", knee_point.concurrency, "requests", model=model)
         check.measure("knee throughput", round(knee_point.throughput_infer_s, 1), "infer/s", model=model)
         best = capacity(points, prof.budget_p99_ms, success_min)
+        shape = check.mark()
         for problem in shape_problems(points, knee_point, drop_tolerance, prof.budget_p99_ms, prof.min_throughput):
             check.finding(f"{model}: {problem}", model=model, rule="PERF-2")
+        check.judged_since(shape, "throughput does not fall before the knee, latency does not explode below the "
+                           "target load", measured=f"{len(points)} curve points", model=model)
         for note in drops_inside_noise(points, drop_tolerance):
             check.finding(f"{model}: {note}", severity="info", model=model)
         if prof.min_throughput is None:
             check.finding(f"{model}: no min_throughput SLO, so 'latency explodes below the target load' is not "
                           "checked", severity="info", model=model)
-        if best is None:
-            check.finding(f"{model}: no concurrency keeps p99 within {prof.budget_p99_ms:g} ms ({prof.budget_source})",
-                          model=model, rule="PERF-2")
+        if not check.judge("some point keeps p99 within the budget", best is not None,
+                           measured=f"p99 of {len(points)} curve points against {prof.budget_p99_ms:g} ms", model=model,
+                           finding=f"{model}: no concurrency keeps p99 within {prof.budget_p99_ms:g} ms "
+                                   f"({prof.budget_source})"):
             check.recommend(f"{model}: the model is slower than its budget even at concurrency 1: speed it up "
                             "(batching, a faster backend, more instances) or revisit the SLO.")
         lower_bound = search.capacity_is_lower_bound(points)
