@@ -42,7 +42,7 @@ def test_second(check):
         if not os.path.exists(marker):
             open(marker, "w").close()
             check.finding("failed on the first attempt")
-        check.measure("attempt marker", marker)
+        check.measure("attempts before this one", 1, threshold=1)
         return
     check.measure("errors", 0 if os.environ.get("FIX_SECOND") else 3, threshold=0)
 
@@ -53,7 +53,7 @@ def test_third(check):
         print("third check started", flush=True)
         time.sleep(60)
     if not os.environ.get("SILENT"):
-        check.measure("slept", 60 if os.environ.get("SLOW") else 0, "s")
+        check.measure("slept", 60 if os.environ.get("SLOW") else 0, "s", threshold=60)
 '''
 
 
@@ -168,7 +168,8 @@ def test_a_check_that_records_nothing_is_incomplete_not_a_pass(subprocess_checkl
     result, report = _run(subprocess_checklist, env={"FIX_SECOND": "1", "SILENT": "1"})
     assert (result.returncode, report["verdict"]) == (EXIT_CODES["INCOMPLETE"], "INCOMPLETE"), result.stdout[-2000:]
     third = next(r for r in report["results"] if r["check_id"] == "OPS-3")
-    assert third["verdict"] == "incomplete" and third["reason"].startswith("the check recorded no measurement")
+    assert third["verdict"] == "incomplete" and third["reason"].startswith("could not judge: The third check sleeps")
+    assert third["rules_judged"] == 0
 
 
 def test_a_k_subset_is_partial_and_names_what_did_not_run(subprocess_checklist):
