@@ -22,7 +22,11 @@ def test_an_instance_that_dies_under_load_makes_the_run_not_ready(run_checklist)
         run = run_checklist("test_performance.py", url=None,
                             args=("-k", "benchmark or curve", "--triton-launch=embedded",
                                   f"--triton-model-repository={TEST_REPOSITORIES / 'mortal'}",
-                                  f"--triton-config={QUICK_CHECKLIST}"))
+                                  f"--triton-config={QUICK_CHECKLIST}",
+                                  # at least 4 s per measurement: a rule decided early must not end the
+                                  # load before the stub's 300th request (this tests a death under load)
+                                  "--triton-threshold", "load_min_duration_s=4",
+                                  "--triton-threshold", "load_max_windows=12"))
     finally:  # the model's once-per-server marker: a later server with the same pid must die again
         for marker in set(Path(tempfile.gettempdir()).glob("triton-ready-mortal-died-*")) - markers:
             marker.unlink(missing_ok=True)
