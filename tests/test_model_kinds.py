@@ -80,7 +80,7 @@ def test_every_broken_twin_fails_cfg1_naming_it(run_checklist, kinds_server):
 def test_perf_analyzer_accepts_the_same_input_data_file(kinds_server, model, data):
     """The files the team keeps for perf_analyzer work there unchanged (validation_data included)."""
     if not PERF_ANALYZER.exists():
-        pytest.skip(f"perf_analyzer is not installed at {PERF_ANALYZER} (/work/shared/tools/get-perf-analyzer.sh)")
+        pytest.skip(f"perf_analyzer is not installed at {PERF_ANALYZER} (../shared/tools/get-perf-analyzer.sh .perf_analyzer)")
     result = subprocess.run(
         [str(PERF_ANALYZER), "-m", model, "-u", kinds_server.grpc_url, "-i", "grpc", "--concurrency-range", "1",
          "--input-data", str(DECLARED.parent / "input-data" / data), "--measurement-interval", "1000",
