@@ -115,8 +115,8 @@ def test_models_answer_inference(triton, check):
                           rule="pipeline-step-failed")
         if not outcome.ok:
             if not sequence:  # a failed step is already named
-                check.finding(f"{model}: inference failed: {outcome.error} {client.refusal_hint(model)}; "
-                              f"sent to {served[model]}", model=model)
+                hint = f" {client.refusal_hint(model)}" if outcome.refused else ""  # a timeout is no refusal
+                check.finding(f"{model}: inference failed: {outcome.error}{hint}; sent to {served[model]}", model=model)
             check.evidence(f"{model} error", outcome.error or "")
             continue
         for problem in output_mismatches(metadata, config, outcome.outputs):

@@ -75,6 +75,7 @@ class InferOutcome:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     error: str | None = None
+    refused: bool = False  # the server answered with an error (not a timeout or a lost connection)
 
 
 def describe_connection_error(url: str, exc: BaseException) -> str:
@@ -232,10 +233,10 @@ class TritonClient:
                 **({"timeout": int(self.timeout_s * 1e6)} if protocol == "http" else {"client_timeout": self.timeout_s}),
             )
         except InferenceServerException as exc:
-            error = exc.message()
-            if is_timeout(exc):
+            error, refused = exc.message(), not is_timeout(exc)
+            if not refused:
                 error = unanswered(model, self.timeout_s, self._live_now())
-            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=error)
+            return InferOutcome(model, False, time.perf_counter() - started, inputs=inputs, error=error, refused=refused)
         except (OSError, ConnectionError) as exc:
             error = (unanswered(model, self.timeout_s, self._live_now()) if is_timeout(exc)
                      else describe_connection_error(self.http_url, exc))
