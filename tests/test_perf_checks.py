@@ -192,8 +192,10 @@ def test_target_load_from_min_throughput_runs_open_loop(run_checklist):
             "source": "slo.min_throughput"} in perf1["settings"]
     assert m["achieved / offered throughput"]["passed"] is True
     assert 0.8 <= m["throughput"]["value"] / 100 <= 1.2
-    judged = m["throughput vs min_throughput"]  # 100 - 3 sqrt(100 / 3 s) = 82.7 infer/s
-    assert judged["passed"] is True and judged["comparison"] == ">=" and 80 < judged["threshold"] < 90
+    # 100 - 3 sqrt(100 / D) for the D seconds measured: 78.8 infer/s at 2 windows of 1 s (a rule decided
+    # at the first look), 82.7 at 3, 86.6 at 6
+    judged = m["throughput vs min_throughput"]
+    assert judged["passed"] is True and judged["comparison"] == ">=" and 78 < judged["threshold"] < 90
     assert m["backlog (in flight beyond rate x mean latency)"]["value"] is not None
 
 

@@ -173,6 +173,8 @@ def _ready_settings(path: Path) -> Path:
             - {{check: PERF-5, reason: "a first run has no baseline to compare with", owner: tests, expires: 2099-01-01}}
             - {{check: test_streaming_dead_stub_is_reported_and_recovers, owner: tests, expires: 2099-01-01,
                reason: "Triton 2.51's ready endpoints hide a dead python stub (fixed in 2.64 and 2.68)"}}
+            - {{check: test_streaming_soak_every_request_finishes, owner: tests, expires: 2099-01-01,
+               reason: "a 4 s stream soak cannot judge the leak rule; the nightly soak does"}}
         thresholds:
           load_warmup_s: 0.3
           load_window_s: 0.4
@@ -210,7 +212,8 @@ def test_a_deployment_of_only_streaming_models_ends_ready(run_checklist, pyteste
     assert run.outcome.ret == 0 and report["verdict"] == "READY", json.dumps(summary, indent=1)
     assert report["scope"]["not_run"] == []
     assert {(w["check_id"], w["check"]) for w in report["scope"]["waived"]} == {
-        ("PERF-5", "PERF-5"), ("PERF-4", "test_streaming_dead_stub_is_reported_and_recovers")}
+        ("PERF-5", "PERF-5"), ("PERF-4", "test_streaming_dead_stub_is_reported_and_recovers"),
+        ("PERF-3", "test_streaming_soak_every_request_finishes")}
 
     deferred = {  # unary check -> the streaming check its NOT APPLICABLE names
         "test_models_answer_inference": "test_streaming_answers_end_with_final_flag (CFG-1)",
