@@ -28,7 +28,7 @@ from pytest_triton_ready.facts import StreamingCapacity, StreamingTargetLoad
 from pytest_triton_ready.faults.experiment import run_experiment
 from pytest_triton_ready.faults.recording import record_outcome
 from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, StreamingSigterm
-from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm
+from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm, report_stuck
 from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.rules import FAIL, UNDECIDED, judge
 from pytest_triton_ready.load.streaming import (
@@ -82,14 +82,6 @@ def _load(triton, plan, check, **kwargs) -> StreamingLoad:
     kwargs.setdefault("max_tokens", int(_n(check, "streaming_max_tokens")))
     kwargs.setdefault("deadline_s", _n(check, "streaming_final_deadline_s"))
     return StreamingLoad(triton.endpoints.grpc_url, plan, headers=triton.settings.headers, **kwargs)
-
-
-def _report_stuck(check, model, stats, limit=10) -> None:
-    for stuck in stats.stuck[:limit]:
-        check.finding(f"{model}: {stuck.describe()} (a stream whose final flag never came)", model=model,
-                      rule="final-flag", value=stuck.id)
-    if len(stats.stuck) > limit:
-        check.finding(f"{model}: {len(stats.stuck) - limit} more stuck requests", model=model, rule="final-flag")
 
 
 # -- CFG-1 --------------------------------------------------------------------------------------------
@@ -267,7 +259,7 @@ def test_streaming_slo_at_target_load(triton, triton_settings, triton_facts, che
         check.measure("responses/s", round(stats.responses_per_s, 2), "responses/s", model=model)
         check.measure("success rate", stats.success_rate, "ratio", model=model, threshold=success_min, comparison=">=")
         check.measure("stuck requests", len(stats.stuck), "requests", model=model, threshold=0)
-        _report_stuck(check, model, stats)
+        report_stuck(check, model, stats.stuck)
         for reason, count in stats.errors.items():
             check.evidence(f"{model} errors", f"{count} x {reason}")
         check.chart(f"{model}: TTFT, ITL and latency percentiles at {concurrency} streams", "percentile", "ms",
@@ -338,7 +330,7 @@ def test_streaming_tokens_and_ttft_curve(triton, triton_settings, triton_facts, 
             for reason, count in stats.errors.items():
                 check.evidence(f"{model} errors at concurrency {concurrency}", f"{count} x {reason}")
             if stats.stuck:
-                _report_stuck(check, model, stats, limit=3)
+                report_stuck(check, model, stats.stuck, limit=3)
             concurrency *= 2
         if not enough_valid(points):
             triton_facts.withdraw(StreamingCapacity, model)
@@ -460,7 +452,7 @@ def test_streaming_soak_every_request_finishes(triton, triton_settings, check):
         check.measure("stuck requests", len(stats.stuck), "requests", model=model, threshold=0,
                       finding=f"{model}: {len(stats.stuck)} of {stats.attempted} requests never got their final response "
                               f"within {_n(check, 'streaming_final_deadline_s'):g} s")
-        _report_stuck(check, model, stats)
+        report_stuck(check, model, stats.stuck)
         check.measure("failed requests", stats.count_errors, "requests", model=model, threshold=0)
         for reason, count in stats.errors.items():
             check.evidence(f"{model} errors", f"{count} x {reason}")

@@ -3,20 +3,20 @@ record: what was measured, compared with which threshold, and what a failure nam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..load.streaming_rules import read_shutdown_log, readiness_gates
-from .stream_experiments import DeadStubOutcome, StreamOutcome, StreamShutdownOutcome
+from .stream_experiments import DeadStubOutcome, StreamShutdownOutcome
 
 
-def report_stuck(check: Any, outcome: StreamOutcome, limit: int = 10) -> None:
-    """Each stream whose final flag never came, by id (the first `limit`)."""
-    model = outcome.model
-    for stuck in outcome.stuck[:limit]:
+def report_stuck(check: Any, model: str, stuck_requests: Sequence[Any], limit: int = 10) -> None:
+    """Each stream of `model` whose final flag never came, by id (the first `limit`)."""
+    for stuck in stuck_requests[:limit]:
         check.finding(f"{model}: {stuck.describe()} (a stream whose final flag never came)", model=model,
                       rule="final-flag", value=stuck.id)
-    if len(outcome.stuck) > limit:
-        check.finding(f"{model}: {len(outcome.stuck) - limit} more stuck requests", model=model, rule="final-flag")
+    if len(stuck_requests) > limit:
+        check.finding(f"{model}: {len(stuck_requests) - limit} more stuck requests", model=model, rule="final-flag")
 
 
 def judge_streaming_sigterm(check: Any, outcome: StreamShutdownOutcome, version: str) -> None:
@@ -65,7 +65,7 @@ def judge_streaming_sigterm(check: Any, outcome: StreamShutdownOutcome, version:
     check.measure("in-flight streams finished after SIGTERM", _round(outcome.drained_s), "s", model=model)
     check.measure("client streams closed after SIGTERM", _round(outcome.closed_s), "s", model=model)
     check.measure("streams left hanging", outcome.left_hanging, "streams", model=model, threshold=0)
-    report_stuck(check, outcome)
+    report_stuck(check, outcome.model, outcome.stuck)
     check.evidence("server log at shutdown", log[log.rfind("Signal (15) received"):] if "Signal (15) received" in log
                    else log[-3000:])
 
@@ -78,7 +78,7 @@ def judge_streaming_dead_stub(check: Any, outcome: DeadStubOutcome, version: str
     model = outcome.model
     check.measure("requests failed after the stub died", outcome.failed_requests, "requests", model=model)
     check.measure("streams left hanging by the dead stub", outcome.left_hanging, "streams", model=model, threshold=0)
-    report_stuck(check, outcome)
+    report_stuck(check, outcome.model, outcome.stuck)
     model_ready, server_ready = outcome.model_ready_while_dead, outcome.server_ready_while_dead
     check.measure(f"/v2/models/{model}/ready while the stub was dead", ", ".join(sorted({str(s) for s in model_ready})),
                   model=model)
