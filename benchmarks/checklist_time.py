@@ -3,12 +3,15 @@
     python benchmarks/checklist_time.py                          # the default checklist on the demo
     python benchmarks/checklist_time.py --before OLD/readiness.json   # ... next to an earlier run
     python benchmarks/checklist_time.py --models 3,12 --config tests/data/quick-checklist.yaml
+    python benchmarks/checklist_time.py --runs 5 --keep runs/      # 5 consecutive runs: decided or not
 
 Each run is `python -m pytest_triton_ready.cli --triton-launch=embedded` in a fresh report
 directory; the time per check is the sum of its tests' durations in readiness.json. `--models
 3,12` serves repositories of 3 and 12 copies of the demo's stateless models (cached_sum and
 scale, alternated) and prints the cost of each added model per check: (t12 - t3) / 9, the soak
-(PERF-3, a fixed duration) shown apart. `--before` reads a readiness.json of an earlier run (the
+(PERF-3, a fixed duration) shown apart. `--runs N` runs the checklist N times in a row and prints,
+per run, its wall time, the load average and the verdict and seconds of each decided-or-not check
+(`DECIDING`), then how many runs decided each (PASS or FAIL, not INCOMPLETE). `--before` reads a readiness.json of an earlier run (the
 same command on older code) for a before/after table. The times are wall-clock seconds on this
 machine: on a shared or busy machine they move with its load, which the output states.
 """
@@ -34,6 +37,7 @@ from side_by_side import print_table  # noqa: E402
 DEMO = ROOT / "pytest_triton_ready" / "demo" / "models"
 STATELESS = ("cached_sum", "scale")
 FIXED = ("PERF-3",)  # the soak runs for its configured duration whatever the models
+DECIDING = ("PERF-1", "CFG-2", "PERF-2")  # the checks whose verdicts must not depend on a noisy machine
 
 
 def copies_repository(dest: Path, count: int) -> list[str]:
@@ -58,15 +62,16 @@ def per_check(report: dict) -> dict[str, float]:
     return dict(times)
 
 
-def run_checklist(repository: Path | None, config: Path | None, extra: list[str]) -> dict:
-    """One checklist run: its wall time, time per check and verdicts."""
+def run_checklist(repository: Path | None, config: Path | None, extra: list[str], keep: Path | None = None) -> dict:
+    """One checklist run: its wall time, time per check and verdicts (its readiness.json copied to
+    `keep` when given)."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "pytest_triton_ready.cli", "--triton-launch=embedded",
                    f"--readiness-report={tmp}/report", "-q", *extra]
         if repository is not None:
             command.append(f"--triton-model-repository={repository}")
         if config is not None:
-            command.append(f"--triton-config={config}")
+            command.append(f"--triton-config={config.resolve()}")
         started = time.monotonic()
         proc = subprocess.run(command, capture_output=True, text=True, cwd=tmp)
         wall = time.monotonic() - started
@@ -75,8 +80,33 @@ def run_checklist(repository: Path | None, config: Path | None, extra: list[str]
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
             raise SystemExit(f"the checklist wrote no report (exit {proc.returncode}): " + " | ".join(tail))
         report = json.loads(path.read_text())
+        if keep is not None:
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, keep)
     verdicts = {r["check_id"]: r["verdict"] for r in report["results"] if r["verdict"] != "not_applicable"}
     return {"wall_s": wall, "checks": per_check(report), "verdict": report["verdict"], "verdicts": verdicts}
+
+
+def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Path | None) -> int:
+    """`count` checklist runs in a row: per run its time, load and the DECIDING checks' verdicts;
+    then how many runs decided each of them."""
+    header = " | ".join(f"{i} verdict, s" for i in DECIDING)
+    print(f"| run | pytest wall s | load average (start/end) | {header} | checklist verdict |")
+    print("|" + " --- |" * (4 + len(DECIDING)))
+    decided = dict.fromkeys(DECIDING, 0)
+    for run in range(1, count + 1):
+        load_before = os.getloadavg()[0]
+        result = run_checklist(None, config, extra, keep / f"run-{run}.json" if keep else None)
+        cells = []
+        for check_id in DECIDING:
+            verdict = result["verdicts"].get(check_id, "absent")
+            decided[check_id] += verdict in ("pass", "fail")
+            cells.append(f"{verdict} {result['checks'].get(check_id, 0):.1f}")
+        print(f"| {run} | {result['wall_s']:.0f} | {load_before:.1f} / {os.getloadavg()[0]:.1f} | "
+              f"{' | '.join(cells)} | {result['verdict']} |", flush=True)
+    print("\n" + ", ".join(f"{i} decided in {n} of {count} runs" for i, n in decided.items())
+          + f" ({os.cpu_count()} CPUs)")
+    return 0
 
 
 def _busy() -> str:
@@ -88,8 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, help="readiness.json of an earlier run, shown next to this one")
     parser.add_argument("--models", help="two model counts, e.g. 3,12: copies of the demo's stateless models")
     parser.add_argument("--config", type=Path, help="--triton-config for every run")
+    parser.add_argument("--runs", type=int, help="run the checklist this many times in a row")
+    parser.add_argument("--keep", type=Path, help="with --runs: copy each run's readiness.json here")
     parser.add_argument("extra", nargs="*", help="more checklist options (after --)")
     args = parser.parse_args(argv)
+    if args.runs:
+        return consecutive_runs(args.runs, args.config, args.extra, args.keep)
     if args.models:
         low, high = (int(n) for n in args.models.split(","))
         runs = {}

@@ -8,7 +8,7 @@ import pytest
 from pytest_triton_ready.operations.capacity import FleetPlan, ModelPlan, model_plan
 from pytest_triton_ready.soak.duration import format_duration, parse_duration
 from pytest_triton_ready.soak.rules import MB, evaluate
-from pytest_triton_ready.soak.trend import fit
+from pytest_triton_ready.soak.trend import fit, rise_p_value
 from pytest_triton_ready.soak.windows import ModelWindow, Window, top_reasons
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
@@ -73,6 +73,39 @@ def test_a_p99_rise_under_the_floor_is_not_drift_and_few_windows_are_not_judged(
     few = evaluate(windows(n=7, p99_ms=lambda i: 10.0 * (i + 1)), limits(), warmup_s=0)
     assert not [o for o in few.outcomes if o.rule == "p99-drift"]
     assert "p99 drift: 7 windows after warm-up, at least 8 are needed" in few.notes[0]
+
+
+# The window p99s (ms) of a 60 s demo soak on a 2-core machine while other work started on it: one
+# slow window at 0:51 and a slow last one, every other window as fast as the first quarter's.
+NOISY_SOAK_P99_MS = [21.3, 41.0, 33.2, 32.2, 75.8, 20.3, 29.8, 37.3, 20.6, 16.8, 25.0, 36.4, 34.6, 28.8, 55.2,
+                     26.6, 202.8, 41.9, 39.1, 327.4]
+
+
+def test_a_few_slow_windows_of_a_busy_machine_are_too_close_to_call_not_drift():
+    evaluation = evaluate(windows(n=20, window_s=3.0, p99_ms=lambda i: NOISY_SOAK_P99_MS[i]), limits(), warmup_s=3.0)
+    drift = outcome(evaluation, "p99 drift (last quarter / first quarter)")
+    assert drift.value > 1.5 and drift.passed is None  # over the limit, but not judged a fail
+    assert "p99-drift" not in {o.rule for o in evaluation.failed}
+    assert outcome(evaluation, "p99 rise rank test p-value (last quarter slower than the first)").value == 0.1
+    [undecided] = [u for u in evaluation.unjudged if u.startswith("p99 drift too close to call")]
+    assert "rank test p=0.100; 95% confidence needs p <= 0.050" in undecided
+
+
+def test_a_steady_p99_rise_is_drift_with_its_rank_test():
+    evaluation = evaluate(windows(n=20, window_s=3.0, p99_ms=lambda i: 20.0 + 3 * i + (5 if i % 2 else 0)),
+                          limits(), warmup_s=3.0)
+    drift = outcome(evaluation, "p99 drift (last quarter / first quarter)")
+    assert drift.passed is False and "a rank test finds the last quarter's windows slower at p=0.014" in drift.finding
+    assert not [u for u in evaluation.unjudged if u.startswith("p99 drift")]
+
+
+def test_rise_p_value_is_the_exact_mann_whitney_tail():
+    assert rise_p_value([1, 2, 3, 4], [5, 6, 7, 8]) == pytest.approx(1 / 70)  # the most extreme of C(8,4)
+    assert rise_p_value([1, 2, 3], [1, 2, 3]) == pytest.approx(0.5)
+    assert rise_p_value([5, 6, 7, 8], [1, 2, 3, 4]) == 1.0
+    assert rise_p_value([], [1.0]) == 1.0
+    many = rise_p_value([float(i) for i in range(30)], [i + 20.5 for i in range(30)])  # normal approximation
+    assert 0 < many < 1e-4
 
 
 # -- leaks, pending, dropped -------------------------------------------------------------------------

@@ -134,6 +134,7 @@ def soak_limits(settings) -> dict[str, ThresholdValue]:
         if value.source == "default" and given is not None:
             value = ThresholdValue(name, float(given), THRESHOLDS[name].unit, where + key)
         limits[name] = value
+    limits["load_confidence"] = settings.threshold("load_confidence")  # the p99 drift's rank test
     return limits
 
 

@@ -4,7 +4,10 @@ The check and the journal renderer both call `evaluate`, so a report rebuilt fro
 exactly as the run did. Rules:
 
 - success: at least `success_rate_min` of requests succeed overall and in every window;
-- p99 drift: the median window p99 of the last quarter against the first quarter (after warm-up);
+- p99 drift: the median window p99 of the last quarter against the first quarter (after warm-up),
+  a fail only where a rank test says the last quarter's windows are slower than the first's at
+  `load_confidence`: a rise that one or two slow windows of a busy machine make is too close to
+  call (INCOMPLETE, naming the test), not drift;
 - leaks: the least-squares slope (MB/hour) of server memory and of GPU memory after warm-up;
 - pending requests: the fitted growth of Triton's pending-request gauge over the soak;
 - the runner's own memory and the share of requests it could not send on time (warnings: they
@@ -25,11 +28,13 @@ from dataclasses import dataclass
 
 from ..thresholds import ThresholdValue
 from .duration import format_duration
-from .trend import Trend, fit
+from ..thresholds import THRESHOLDS
+from .trend import Trend, fit, rise_p_value
 from .windows import Window
 
 MB = 1024 * 1024
 MAX_WINDOW_FINDINGS = 5
+CONFIDENCE_DEFAULT = THRESHOLDS["load_confidence"].default  # journals written before the soak read it
 MIN_DRIFT_WINDOWS = 8  # two per quarter: one window's p99 alone is mostly its slowest request
 
 
@@ -70,7 +75,10 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
     trends: dict[str, Trend | None] = {}
     settled = [w for w in windows if w.start_s >= warmup_s - 1e-9] or list(windows[1:])
     outcomes += _success(windows, limits["success_rate_min"])
-    outcomes += _drift(settled, limits["soak_p99_drift_ratio_max"], limits["soak_p99_drift_min_ms"], notes)
+    undecided: list[str] = []
+    confidence = limits["load_confidence"].value if "load_confidence" in limits else CONFIDENCE_DEFAULT
+    outcomes += _drift(settled, limits["soak_p99_drift_ratio_max"], limits["soak_p99_drift_min_ms"], confidence,
+                       notes, undecided)
     owns_rss = any(w.server_rss_bytes is not None for w in windows)
     memory = (
         ("server-memory-leak", "server process tree RSS", lambda w: w.server_rss_bytes,
@@ -106,7 +114,7 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
     else:
         notes.append("pending requests: too few windows with nv_inference_pending_request_count to fit a trend")
     outcomes += _dropped(windows, limits["soak_dropped_max"])
-    unjudged = []
+    unjudged = undecided
     leak_min = limits["soak_leak_min_duration_s"].value
     long_enough = _span_s(settled) >= leak_min
     if not long_enough:
@@ -165,15 +173,16 @@ def _window_sentence(window: Window) -> str:
     return text + (f"; most frequent error: {reason}" if reason else "")
 
 
-def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: ThresholdValue, notes: list[str]) -> list[Outcome]:
+def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: ThresholdValue, confidence: float,
+           notes: list[str], undecided: list[str]) -> list[Outcome]:
     p99s = [(w.index, w.p99_ms) for w in settled if w.p99_ms is not None]
     if len(p99s) < MIN_DRIFT_WINDOWS:
         notes.append(f"p99 drift: {len(p99s)} windows after warm-up, at least {MIN_DRIFT_WINDOWS} are needed "
                      "to compare the median p99 of the first and last quarters")
         return []
     quarter = max(1, len(p99s) // 4)
-    first = statistics.median(p for _, p in p99s[:quarter])
-    last = statistics.median(p for _, p in p99s[-quarter:])
+    early, late = [p for _, p in p99s[:quarter]], [p for _, p in p99s[-quarter:]]
+    first, last = statistics.median(early), statistics.median(late)
     ratio = last / first if first > 0 else float("inf")
     sentence = (f"p99 drifted from {first:.2f} ms (median of the first {quarter} windows after warm-up) to "
                 f"{last:.2f} ms (the last {quarter})")
@@ -184,9 +193,20 @@ def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: Threshol
         outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio"))
         outcomes.append(Outcome("p99-drift", "p99 rise (last quarter - first quarter)", round(last - first, 3), "ms",
                                 floor, "<=", True, sentence))
-    else:
+        return outcomes
+    p_value = rise_p_value(early, late)
+    outcomes.append(Outcome("p99-drift", "p99 rise rank test p-value (last quarter slower than the first)",
+                            round(p_value, 4), "p-value"))
+    if ratio <= ratio_max.value or p_value <= 1 - confidence:
         outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio", ratio_max, "<=",
-                                ratio <= ratio_max.value, sentence))
+                                ratio <= ratio_max.value, f"{sentence}; a rank test finds the last quarter's "
+                                f"windows slower at p={p_value:.3f}"))
+        return outcomes
+    outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio"))
+    undecided.append(f"p99 drift too close to call: {sentence}, {ratio:.2f}x against the limit "
+                     f"{ratio_max.value:g}x, but the two quarters' window p99s overlap (rank test p={p_value:.3f}; "
+                     f"{confidence:.0%} confidence needs p <= {1 - confidence:.3f}): a few slow windows, not a "
+                     "steady rise; run a longer soak (more windows) or on a quieter machine")
     return outcomes
 
 
