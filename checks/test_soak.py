@@ -71,7 +71,7 @@ def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load,
         check.incomplete(f"the soak broke off after {ran}: {outcome.error}")
     if not check.errors and gpu.unavailable_reason and gpu_instance_models(triton.client, models):
         check.incomplete(f"models run on GPUs but GPU memory could not be read: {gpu.unavailable_reason}")
-    if not check.errors and evaluation.unjudged:
+    if not check.errors and evaluation.open_rules:
         unjudged = stand_in(check, triton_settings.triton_soak_evidence, identity, plan.limits, evaluation.unjudged)
-        if unjudged:
-            check.incomplete("; ".join(unjudged))
+        if unjudged or evaluation.undecided:
+            check.incomplete("; ".join([*unjudged, *evaluation.undecided]))

@@ -174,9 +174,9 @@ def result_from_journal(journal: Journal) -> Result:
     end = journal.end or {}
     reason = end.get("reason")
     evaluation = record_soak(check, plan, windows, ran_s)
-    if reason == "completed" and evaluation.unjudged and not check.failed:
+    if reason == "completed" and evaluation.open_rules and not check.failed:
         result.verdict = Verdict.INCOMPLETE
-        result.reason = "; ".join(evaluation.unjudged)
+        result.reason = "; ".join(evaluation.open_rules)
     elif reason == "completed":
         result.verdict = Verdict.FAIL if check.failed else Verdict.PASS
     else:

@@ -13,6 +13,9 @@ exactly as the run did. Rules:
 - the runner's own memory and the share of requests it could not send on time (warnings: they
   question the measurement, not the server).
 
+A p99 rise over its limit that the rank test cannot tell from noise is in `undecided`: soak
+evidence from another run never stands in for it, since it is this run's latency.
+
 A soak shorter than the leak-judging duration (soak_leak_min_duration_s after warm-up), or one
 that could read neither the server's process memory nor the host's memory gauge, has not judged
 the server's leak at all: `unjudged` names the rule and what it needs, and the soak is INCOMPLETE
@@ -24,11 +27,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..thresholds import ThresholdValue
+from ..thresholds import THRESHOLDS, ThresholdValue
 from .duration import format_duration
-from ..thresholds import THRESHOLDS
 from .trend import Trend, fit, rise_p_value
 from .windows import Window
 
@@ -62,6 +64,12 @@ class Evaluation:
     trends: dict[str, Trend | None]
     notes: list[str]
     unjudged: list[str]  # rules that a soak of this length should have judged and could not
+    undecided: list[str] = field(default_factory=list)  # rules judged on data too noisy to call
+
+    @property
+    def open_rules(self) -> list[str]:
+        """Why the soak cannot pass: rules it could not judge, then rules too close to call."""
+        return [*self.unjudged, *self.undecided]
 
     @property
     def failed(self) -> list[Outcome]:
@@ -114,7 +122,7 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
     else:
         notes.append("pending requests: too few windows with nv_inference_pending_request_count to fit a trend")
     outcomes += _dropped(windows, limits["soak_dropped_max"])
-    unjudged = undecided
+    unjudged = []
     leak_min = limits["soak_leak_min_duration_s"].value
     long_enough = _span_s(settled) >= leak_min
     if not long_enough:
@@ -124,7 +132,7 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
                         "nv_cpu_memory_used_bytes), so no leak could be judged: "
                         + "; ".join(n for n in notes if n.startswith(("server process tree", "server host")))
                         + "; give the metrics endpoint (--triton-metrics-url) or run the server from this runner")
-    return Evaluation(outcomes, trends, notes, unjudged)
+    return Evaluation(outcomes, trends, notes, unjudged, undecided)
 
 
 def leak_unjudged(span_s: float, leak_min_s: float, warmup_s: float) -> str:
