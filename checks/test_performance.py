@@ -21,9 +21,9 @@ from pytest_triton_ready.load.curve import (
     knee,
     shape_problems,
 )
+from pytest_triton_ready.load.decision import Rule, slo_rules
 from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.profile import profile
-from pytest_triton_ready.load.rules import Rule, slo_rules
 from pytest_triton_ready.load.target_rules import POISSON_SIGMAS, achieved_ratio, backlog, min_throughput_floor
 from pytest_triton_ready.models import defer_to_streaming, note_left_out, ready_decoupled_models, ready_models, served_as
 from pytest_triton_ready.pipelines import step_times

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..report.model import LoadPoint
 from .confidence import Estimate, Interval, difference_interval, estimate
-from .rules import Rule, relative_rule, slo_rules
+from .decision import Rule, relative_rule, slo_rules
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rules import FAIL, PASS, UNDECIDED, UNMEASURED, Judgement
+from .decision import FAIL, PASS, UNDECIDED, UNMEASURED, Judgement
 
 
 def record_judgement(check: Any, judgement: Judgement, *, model: str | None = None, threshold: Any = None,
