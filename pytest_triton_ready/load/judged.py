@@ -43,3 +43,14 @@ def _margin(judgement: Judgement) -> str:
         return ""
     unit = f" {judgement.rule.unit}" if judgement.rule.unit else ""
     return f" (margin {margin:+.4g}{unit})"
+
+
+def incomplete_unless_failed(check: Any, reason: str | None) -> None:
+    """Measurements that could not decide (`reason`): the check ends INCOMPLETE, unless it already
+    failed on what was decided, where the reason stays as a warning."""
+    if reason is None:
+        return
+    if check.errors:
+        check.finding(reason, severity="warning")
+    else:
+        check.incomplete(reason)
