@@ -11,7 +11,10 @@ import pytest
 from pytest_triton_ready.facts import Capacity, Facts, TargetLoad
 from pytest_triton_ready.load.batching_stress import saturation_concurrency
 from pytest_triton_ready.load.benchmark import benchmark, success_finding
-from pytest_triton_ready.load.engine import measurement_from
+from pytest_triton_ready.load.confidence import Interval
+from pytest_triton_ready.load.curve import OVER_BUDGET, PLATEAU, CapacitySearch, CurvePoint, capacity
+from pytest_triton_ready.load.decision import UNDECIDED
+from pytest_triton_ready.load.engine import measurement_done, measurement_from
 from pytest_triton_ready.load.gpu_load import judge_utilization_band, pending_requests
 from pytest_triton_ready.load.judged import incomplete_unless_failed
 from pytest_triton_ready.load.measured_models import budget_note
@@ -66,8 +69,6 @@ class RecordedLoad:
         return MeasureRules(**{**RULES.__dict__, **overrides})
 
     def measure(self, model, *, concurrency=None, rate=None, poisson=False, rules=None, judge=None):
-        from pytest_triton_ready.load.engine import measurement_done
-
         rules = rules or RULES
         p99, per_window = self.curve.get(concurrency) or self.curve[None]
         windows = windows_at(p99, per_window, rules.max_windows, self.spread, seed=concurrency)
@@ -196,3 +197,81 @@ def test_pending_requests_count_the_models_driven_not_their_steps():
     driven.pending_requests, step.pending_requests = 3, 3
     window = type("W", (), {"server": type("S", (), {"models": {"pipeline": driven, "step": step}})()})()
     assert pending_requests([window], {"pipeline": 4}) == [3]
+
+
+# -- the capacity search spends its points where the answer is ----------------------------------------
+def _search_points(search, curve):
+    """Feed `search` noiseless points from `curve(concurrency) -> (throughput, p99)` until it stops."""
+    points = []
+    while (level := search.next_level(points)) is not None:
+        throughput, p99 = curve(level)
+        points.append(CurvePoint(level, throughput, p99 / 2, p99, 1.0, True))
+        assert len(points) < 40, "the search does not end"
+    return points
+
+
+def test_a_plateau_before_the_rule_of_thumb_ends_the_sweep():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999)  # rule: 128
+    points = _search_points(search, lambda c: (min(c, 4) * 500.0, 1.0 + c / 10))
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16]  # was 1 ... 128, then 256
+    assert search.reason == PLATEAU and not search.capacity_is_lower_bound(points)
+    assert capacity(points, 100, 0.999).throughput_infer_s == 2000.0
+
+
+def test_a_plateau_below_the_min_throughput_target_is_swept_on():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999,
+                            target_throughput=5000.0)
+    points = _search_points(search, lambda c: (min(c, 4) * 500.0, 1.0 + c / 10))
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def test_a_rise_that_continues_is_not_a_plateau():
+    search = CapacitySearch(max_batch_size=8, instances=1, budget_p99_ms=100, success_min=0.999)  # rule: 16
+    points = _search_points(search, lambda c: (1000.0 + 30.0 * c, 1.0))  # +3% a doubling at first, then more
+    assert [p.concurrency for p in points][:5] == [1, 2, 4, 8, 16]
+
+
+def test_no_bisection_between_points_whose_throughput_does_not_gain():
+    search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=50, success_min=0.999)  # rule: 4
+    points = _search_points(search, lambda c: (min(c, 32) * 100.0 + (50.0 if c > 32 else 0.0), c * 1.0))
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16, 32, 64]  # 48 and 56 cannot raise the capacity
+    assert search.reason == OVER_BUDGET and capacity(points, 50, 0.999).concurrency == 32
+
+
+def _decided_best(concurrency: int, throughput: float) -> CurvePoint:
+    return CurvePoint(concurrency, throughput, 5.0, 10.0, 1.0, True,
+                      throughput_interval=Interval(throughput * 0.99, throughput * 1.01, 0.95),
+                      p99_interval=Interval(9.0, 11.0, 0.95))
+
+
+def test_a_point_below_the_capacity_so_far_stops_without_deciding_its_p99():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999)
+    noisy_at_budget = windows_at(p99_ms=100.0, per_window=400, count=10, spread=0.3)  # 200 infer/s
+    alone = search.point_rules([], 8, 0.10)
+    assert _stops_after(noisy_at_budget, alone) == 10  # nothing else measured: it must decide its p99
+    below = search.point_rules([_decided_best(4, 2000.0)], 8, 0.10)
+    stop = _stops_after(noisy_at_budget, below)
+    assert stop == 3  # decidedly under 2000 x 1.05 infer/s at the first look: the p99 question is moot
+    measured = measurement_from("m", _result(noisy_at_budget[:stop]), RULES, 8, None, "grpc", judged=below)
+    p99 = measured.judgement("p99 latency")
+    assert p99.outcome == UNDECIDED and p99.settled and p99.moot is not None
+    assert measured.too_close() == []
+    point = CurvePoint.measured(8, measured)
+    assert not point.within_budget(100.0)  # never counted as within the budget
+
+
+def test_a_point_that_may_raise_the_capacity_still_decides_its_p99():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999)
+    noisy_at_budget = windows_at(p99_ms=100.0, per_window=400, count=10, spread=0.3)  # 200 infer/s
+    rules = search.point_rules([_decided_best(4, 150.0)], 8, 0.10)  # 200 infer/s may well be the capacity
+    assert _stops_after(noisy_at_budget, rules) == 10
+
+
+def _stops_after(windows, judged):
+    return next(n for n in range(1, len(windows) + 1) if measurement_done(windows[:n], RULES, judged, "m"))
+
+
+def _result(windows):
+    last = windows[-1]
+    return TrafficResult(last.stats, {"m": last.stats}, windows, None, [w.tallies for w in windows], "closed", 0.0,
+                         last.end_s)

@@ -25,7 +25,10 @@ class Rule:
     times `ratio`, with its interval) and its noise counts too. `needs_validity`: judged only on a
     valid measurement (latency and throughput rules); the success rate is judged whatever.
     `failure_only`: only a decided failure matters (a curve point's fall against the previous
-    point): the measurement need not go on to confirm a value already on the passing side."""
+    point): the measurement need not go on to confirm a value already on the passing side.
+    `only_if`: the rule matters only while this other rule may pass: once it is decided failing,
+    the rule is moot and the measurement need not go on to decide it (a curve point whose
+    throughput is decidedly below what the capacity already is need not decide its p99)."""
 
     name: str
     statistic: str
@@ -36,6 +39,7 @@ class Rule:
     reference: Estimate | None = None
     ratio: float = 1.0
     failure_only: bool = False
+    only_if: Rule | None = None
 
     def describe(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
@@ -56,6 +60,7 @@ class Judgement:
     estimate: Estimate
     outcome: str
     interval: Interval | None  # the interval the decision used (of the value, or of value - threshold)
+    moot: Judgement | None = None  # the `only_if` rule, decided failing: this one needs no decision
 
     @property
     def decided(self) -> bool:
@@ -68,8 +73,8 @@ class Judgement:
     @property
     def settled(self) -> bool:
         """Nothing more to measure for this rule: decided, or only a failure matters and the value
-        is on the passing side."""
-        if self.decided:
+        is on the passing side, or moot (its `only_if` rule decided failing)."""
+        if self.decided or self.moot is not None:
             return True
         return self.rule.failure_only and self.value is not None and _COMPARE[self.rule.comparison](
             self.value, self.rule.threshold)
@@ -96,7 +101,8 @@ class Judgement:
         return {"rule": self.rule.name, "statistic": self.rule.statistic, "comparison": self.rule.comparison,
                 "threshold": self.rule.threshold, "unit": self.rule.unit, "value": self.value,
                 "interval": interval.to_dict() if interval else None, "outcome": self.outcome,
-                "margin": self.margin, "windows": self.estimate.windows}
+                "margin": self.margin, "windows": self.estimate.windows,
+                **({"moot": self.moot.describe()} if self.moot is not None else {})}
 
 
 def judge(rule: Rule, measured: Estimate) -> Judgement:
@@ -127,7 +133,18 @@ def judge_windows(rules: Sequence[Rule], windows: Sequence[Any], level: float,
     """Every rule judged on the same windows, with intervals at `level`; `shown_level`: the level
     the intervals are labelled with (the measurement's overall confidence, where `level` is one
     look's)."""
-    return [judge(rule, _labelled(estimate(rule.statistic, windows, level, model), shown_level)) for rule in rules]
+    def judged(rule: Rule) -> Judgement:
+        return judge(rule, _labelled(estimate(rule.statistic, windows, level, model), shown_level))
+
+    out = []
+    for rule in rules:
+        judgement = judged(rule)
+        if rule.only_if is not None and not judgement.decided:
+            condition = judged(rule.only_if)
+            if condition.outcome == FAIL:
+                judgement = replace(judgement, moot=condition)
+        out.append(judgement)
+    return out
 
 
 def judge_measurement(rules: Sequence[Rule], windows: Sequence[Any], measure_rules: MeasureRules,

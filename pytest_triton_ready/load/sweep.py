@@ -88,7 +88,8 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
     """The points the capacity search asks for, each measured until its questions are decided."""
     model = prof.model
     search = CapacitySearch(prof.max_batch_size, prof.instances, prof.budget_p99_ms, limits.success_min,
-                            max_concurrency=limits.cap or limits.search_max_concurrency, min_gain=limits.min_gain)
+                            max_concurrency=limits.cap or limits.search_max_concurrency, min_gain=limits.min_gain,
+                            target_throughput=prof.min_throughput)
     curve = Curve(search)
     while (concurrency := search.next_level(curve.points)) is not None:
         progress.step(f"{model}: concurrency {concurrency} (point {len(curve.points) + 1}, "
@@ -117,7 +118,7 @@ def record_curve(check: Any, prof: ModelProfile, curve: Curve) -> None:
     model, points, search = prof.model, curve.points, curve.search
     if search.reason:
         check.finding(f"{model}: the sweep stopped at concurrency {points[-1].concurrency if points else 0} "
-                      f"(past the rule of thumb {search.rule_of_thumb}): {search.reason}", severity="info",
+                      f"(rule of thumb {search.rule_of_thumb}): {search.reason}", severity="info",
                       model=model)
     curve_charts(check, model, prof, points)
     for p in points:
