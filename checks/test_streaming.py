@@ -29,8 +29,8 @@ from pytest_triton_ready.faults.experiment import run_experiment
 from pytest_triton_ready.faults.recording import record_outcome
 from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, StreamingSigterm
 from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm, report_stuck
+from pytest_triton_ready.load.decision import FAIL, UNDECIDED, judge
 from pytest_triton_ready.load.judged import record_judgement
-from pytest_triton_ready.load.rules import FAIL, UNDECIDED, judge
 from pytest_triton_ready.load.streaming import (
     StreamingLoad,
     StreamingPlan,

@@ -15,19 +15,18 @@ from pytest_triton_ready.load.confidence import (
     t_quantile,
 )
 from pytest_triton_ready.load.curve import CurvePoint, capacity, drops_inside_noise, falls, shape_problems
-from pytest_triton_ready.load.engine import measurement_done, measurement_from
-from pytest_triton_ready.load.judged import record_judgement
-from pytest_triton_ready.load.rules import (
+from pytest_triton_ready.load.decision import (
     FAIL,
     PASS,
     UNDECIDED,
-    MeasureRules,
     Rule,
     decided_enough,
     judge_measurement,
     relative_rule,
-    stability,
 )
+from pytest_triton_ready.load.engine import measurement_done, measurement_from
+from pytest_triton_ready.load.judged import record_judgement
+from pytest_triton_ready.load.stability import MeasureRules, stability
 from pytest_triton_ready.load.stats import LatencyHistogram, Tally
 from pytest_triton_ready.load.traffic import TrafficResult, Window
 from pytest_triton_ready.recorder import CheckRecorder

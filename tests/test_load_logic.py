@@ -26,7 +26,7 @@ from pytest_triton_ready.load.curve import (
 )
 from pytest_triton_ready.load.engine import reported_stats
 from pytest_triton_ready.load.profile import ModelProfile
-from pytest_triton_ready.load.rules import MeasureRules, stability, validity
+from pytest_triton_ready.load.stability import MeasureRules, stability, validity
 from pytest_triton_ready.load.stats import RELATIVE_PRECISION, Tally, merged, percentile_key
 from pytest_triton_ready.load.timeline import Timeline
 from pytest_triton_ready.load.traffic import Window

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
+from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED, Rule, judge
 from pytest_triton_ready.load.judged import record_judgement
-from pytest_triton_ready.load.rules import FAIL, PASS, UNDECIDED, Rule, judge
 from pytest_triton_ready.load.streaming import RequestRecord, StreamTally
 from pytest_triton_ready.load.streaming_confidence import (
     MIN_WINDOWS,

@@ -9,7 +9,7 @@ Public surface (see docs/load-engine.md):
 
 from .background import BackgroundTraffic
 from .engine import LoadEngine, Measurement
-from .rules import MeasureRules
+from .stability import MeasureRules
 from .stats import LatencyHistogram, Stats, Tally
 from .timeline import Bin, Event, Timeline
 from .traffic import TrafficResult, Window

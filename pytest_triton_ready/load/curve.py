@@ -5,9 +5,15 @@ throughput within the latency budget, and what is wrong with the curve's shape.
   a model without batching: 2 x instances, at least 8), then on past it (`CapacitySearch`):
   doubling while throughput still rises by `min_gain` per doubling (confirmed against both points'
   intervals, where measured), p99 stays within the budget and no request fails, bounded by a
-  maximum concurrency; where p99 left the budget between two doublings, bisecting between them.
+  maximum concurrency; where p99 left the budget between two doublings, bisecting between them
+  while the throughput between them gains (else no point between can raise the capacity).
   A search stopped by the bound while throughput still rose finds a lower bound of the capacity,
-  not the capacity.
+  not the capacity. Before the rule of thumb, the sweep ends on a plateau: two doublings that
+  bought less than `min_gain` together (the last without a confirmed gain), unless the plateau
+  is below the min_throughput target.
+- A point stops once its questions are decided: p99 within the budget or not (moot once its
+  throughput is decidedly below the capacity so far plus `min_gain`), the success rate, and a
+  decided fall against the previous point.
 - Knee: the lowest concurrency whose throughput reaches `knee_fraction` (90%) of the curve's
   highest: past it, more concurrency buys latency, not throughput.
 - Capacity: the highest throughput among trustworthy points whose p99 is within the budget (its
@@ -29,7 +35,7 @@ from typing import Any
 
 from ..report.model import LoadPoint
 from .confidence import Estimate, Interval, difference_interval, estimate
-from .rules import Rule, relative_rule, slo_rules
+from .decision import Rule, relative_rule, slo_rules
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ class CapacitySearch:
     max_concurrency: int = 512
     min_gain: float = 0.05
     bisect_steps: int = 2
+    target_throughput: float | None = None  # the min_throughput SLO: a plateau below it is swept on
     reason: str | None = None
     _rule_levels: list[int] | None = None
     _bisected: int = 0
@@ -148,17 +155,44 @@ class CapacitySearch:
         if points and past_saturation(points, self.budget_p99_ms, self.min_gain):
             return self._done(SATURATED)
         pending = [level for level in self._rule_levels if level not in measured]
+        if pending and self._plateaued(points):
+            return self._done(PLATEAU)
         if pending:
             return pending[0]
         return self._beyond_rule(points, measured)
+
+    def _plateaued(self, points: Sequence[CurvePoint]) -> bool:
+        """Throughput has stopped rising before the rule of thumb: the last two doublings together
+        bought less than `min_gain` (by value), and the last one no confirmed gain either. Past a
+        plateau more concurrency only queues: the capacity, the knee and the shape before it are
+        already measured. Not while the plateau is below the min_throughput target: the points
+        past it say whether latency explodes below the target."""
+        if not points:
+            return False
+        by_level = {p.concurrency: p for p in points if p.trustworthy}
+        last = max(points, key=lambda p: p.concurrency)
+        half, quarter = by_level.get(last.concurrency // 2), by_level.get(last.concurrency // 4)
+        if not last.trustworthy or half is None or quarter is None:
+            return False
+        if self.target_throughput is not None and last.throughput_infer_s < self.target_throughput:
+            return False
+        return (last.throughput_infer_s < quarter.throughput_infer_s * (1 + self.min_gain)
+                and not gains(half, last, self.min_gain))
 
     def point_rules(self, points: Sequence[CurvePoint], concurrency: int, drop_tolerance: float) -> list[Rule]:
         """What the point at `concurrency` must decide before it stops: p99 within the budget or
         not, the success rate, and against the nearest lower point measured, whether throughput
         fell by more than `drop_tolerance` (only a decided fall matters, against both points'
         noise). The search's gain question needs no longer measurement: the search goes on only
-        while a gain is confirmed (`gains`)."""
+        while a gain is confirmed (`gains`). The p99 question matters only while the point may
+        raise the capacity found so far by `min_gain`: once its throughput is decidedly below that,
+        the point stops without deciding its p99 (it cannot be the capacity, and stays out of it)."""
         rules = slo_rules(self.budget_p99_ms, self.success_min)
+        best = capacity(points, self.budget_p99_ms, self.success_min)
+        if best is not None:
+            raises = relative_rule("throughput above the capacity so far", "throughput", ">=",
+                                   best.throughput_estimate(), 1 + self.min_gain, "infer/s")
+            rules[0] = replace(rules[0], only_if=raises)
         below = [p for p in points if p.concurrency < concurrency and p.trustworthy]
         if below:
             previous = max(below, key=lambda p: p.concurrency).throughput_estimate()
@@ -187,8 +221,12 @@ class CapacitySearch:
         over = [p for p in by_level if p.p99_ms is not None and p.p99_ms > self.budget_p99_ms]
         if not within or self._bisected >= self.bisect_steps:
             return self._done(OVER_BUDGET)
-        low = max(within, key=lambda p: p.concurrency).concurrency
-        high = min((p.concurrency for p in over if p.concurrency > low), default=None)
+        low_point = max(within, key=lambda p: p.concurrency)
+        low = low_point.concurrency
+        high_point = min((p for p in over if p.concurrency > low), key=lambda p: p.concurrency, default=None)
+        high = high_point.concurrency if high_point else None
+        if high_point is not None and not gains(low_point, high_point, self.min_gain):
+            return self._done(OVER_BUDGET)  # no gain between them: a point between cannot raise the capacity
         middle = (low + high) // 2 if high else None
         if middle is None or middle in measured or middle <= low:
             return self._done(OVER_BUDGET)

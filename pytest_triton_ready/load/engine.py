@@ -10,7 +10,7 @@
     m.stats.throughput_infer_s, m.stable, m.valid, m.server.models["scale"].average_batch_size
 
     m = engine.measure("scale", concurrency=16, judge=[Rule("p99 latency", "p99", "<=", 100.0, "ms")])
-    m.judgements[0].outcome                           # stops once every rule is decided (load/rules.py)
+    m.judgements[0].outcome                           # stops once every rule is decided (load/decision.py)
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .background import BackgroundTraffic
+from .decision import UNDECIDED, Judgement, Rule, decided_enough, judge_measurement
 from .errors import dead_instances
 from .requests import DEFAULT_POOL_SIZE, RequestPool, build_pool
-from .rules import UNDECIDED, Judgement, MeasureRules, Rule, decided_enough, judge_measurement, stability, validity
 from .senders import make_sender
 from .server_side import ModelWindow, ServerProbe, ServerWindow
+from .stability import MeasureRules, stability, validity
 from .stats import Stats, Tally, merged
 from .timeline import Timeline
 from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
@@ -199,7 +200,7 @@ class LoadEngine:
                 stop_on_dead_instance: bool = True, judge: Sequence[Rule] | None = None) -> Measurement:
         """Measure one load point (closed loop at `concurrency`, or open loop at `rate`): warm-up,
         then windows until the last ones are stable and valid or `max_windows` is reached.
-        `judge`: rules to decide instead (load/rules.py): windows until every rule's interval at
+        `judge`: rules to decide instead (load/decision.py): windows until every rule's interval at
         `rules.confidence` lies on one side of its threshold on a valid measurement (or the success
         rate is decidedly too low, whatever the validity), at most `max_windows`.
         `workers`: processes sharing the load ("auto": from the cores and the load, see workers.py).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rules import FAIL, PASS, UNDECIDED, UNMEASURED, Judgement
+from .decision import FAIL, PASS, UNDECIDED, UNMEASURED, Judgement
 
 
 def record_judgement(check: Any, judgement: Judgement, *, model: str | None = None, threshold: Any = None,
@@ -43,3 +43,14 @@ def _margin(judgement: Judgement) -> str:
         return ""
     unit = f" {judgement.rule.unit}" if judgement.rule.unit else ""
     return f" (margin {margin:+.4g}{unit})"
+
+
+def incomplete_unless_failed(check: Any, reason: str | None) -> None:
+    """Measurements that could not decide (`reason`): the check ends INCOMPLETE, unless it already
+    failed on what was decided, where the reason stays as a warning."""
+    if reason is None:
+        return
+    if check.errors:
+        check.finding(reason, severity="warning")
+    else:
+        check.incomplete(reason)

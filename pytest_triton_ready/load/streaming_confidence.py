@@ -4,7 +4,7 @@ tokens/s), made from one streaming measurement's per-request samples.
 A streaming measurement has no windows of its own: its span (first send to last response) is cut
 into equal time windows of about `window_s` (at least `MIN_WINDOWS`), and each window is one batch
 of the batch means, as the unary engine's windows are. The intervals are load/confidence.py's, and
-a rule on them is decided by load/rules.py's `judge`:
+a rule on them is decided by load/decision.py's `judge`:
 
 - `TTFT p99`, `ITL p50` ... (statistic `ttft p99`, `itl p50`): each completed request counts in
   the window in which it ended; `percentile_interval` over the histogram of every completed
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .confidence import Estimate, batch_means, clipped, percentile_interval
-from .rules import Rule
+from .decision import Rule
 from .stats import LatencyHistogram
 
 MIN_WINDOWS = 3

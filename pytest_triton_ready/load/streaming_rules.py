@@ -13,7 +13,7 @@ from typing import Any
 
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .confidence import Estimate
-from .rules import FAIL, PASS, UNDECIDED, Judgement, judge, relative_rule
+from .decision import FAIL, PASS, UNDECIDED, Judgement, judge, relative_rule
 from .streaming_confidence import streaming_estimate, ttft_rule
 
 # slo key -> the named threshold used without it

@@ -59,3 +59,26 @@ def _text(exc: BaseException) -> str:
     message = getattr(exc, "message", None)
     text = message() if callable(message) else str(exc)
     return (text or type(exc).__name__).strip().splitlines()[0]
+
+
+def tune_batching(target: Any, load: Any, check: Any, profiles: list[Any], cap: int) -> None:
+    """--triton-tune-batching on a check: each model's max_queue_delay_microseconds sweep measured
+    and charted, the best within the p99 budget recommended, a failed restore an error finding."""
+    delays = target.settings.section_model("performance").tune_queue_delays_us
+    for prof in profiles:
+        outcome = tune_queue_delay(target, load, prof, delays, cap)
+        if outcome.skipped:
+            check.finding(f"{prof.model}: batching not tuned: {outcome.skipped}", severity="warning", model=prof.model)
+            continue
+        for delay, point in outcome.points.items():
+            check.measure(f"throughput at max_queue_delay {delay} us", round(point.throughput_infer_s, 1), "infer/s",
+                          model=prof.model)
+            check.measure(f"p99 at max_queue_delay {delay} us", point.p99_ms, "ms", model=prof.model)
+        check.chart(f"{prof.model}: max_queue_delay_microseconds sweep", "max_queue_delay (us)", "latency (ms)",
+                    {"p99": [(d, p.p99_ms) for d, p in outcome.points.items() if p.trustworthy]})
+        if not outcome.restored:
+            check.finding(f"{prof.model}: the original config could not be restored: {outcome.restore_error}",
+                          model=prof.model)
+        if outcome.best is not None:
+            check.recommend(f"{prof.model}: set max_queue_delay_microseconds to {outcome.best} (measured best "
+                            f"throughput within the {prof.budget_p99_ms:g} ms p99 budget; now {prof.max_queue_delay_us}).")

@@ -1,113 +1,18 @@
-"""When a measurement counts and when a rule is decided: warm-up, windows, stability (perf_analyzer's
-rule), validity (MLPerf LoadGen's rule) and rules decided with confidence.
-
-- Stability: over the last `stability_windows` (3) windows, max/min of the throughput and of the
-  mean latency are each within 1 + `stability_tolerance` (10%), as perf_analyzer decides. For a
-  measurement that judges rules it is evidence shown in the report, not a gate.
-- Validity: the windows reported last at least `min_duration_s` and hold at least `min_requests`
-  completed requests. It gates latency and throughput rules, never the success rate: a model that
-  fails every request is judged on its success rate (`Rule.needs_validity`).
-- A rule is decided once the statistic's confidence interval (load/confidence.py) at
-  `confidence` (0.95) lies on one side of its threshold; undecided at the window budget, it is
-  "too close to call" with its interval. The measurement looks at its rules a few times (after
-  3, 6 and 10 windows with the defaults: `look_windows`), each look at the level that keeps the
-  whole measurement at `confidence` (Bonferroni over the looks): stopping at the first look that
-  agrees would otherwise decide on luck.
+"""When a rule is decided: a threshold on one statistic, held against the statistic's confidence
+interval (load/confidence.py) at `confidence` (0.95). Decided once the interval lies on one side
+of the threshold; undecided at the window budget, it is "too close to call" with its interval.
+When a measurement counts at all (warm-up, stability, validity, the looks) is load/stability.py.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .confidence import Estimate, Interval, difference_interval, estimate
-
-
-@dataclass(frozen=True)
-class MeasureRules:
-    warmup_s: float = 1.0
-    window_s: float = 2.0
-    stability_windows: int = 3
-    stability_tolerance: float = 0.10
-    max_windows: int = 10
-    min_duration_s: float = 6.0
-    min_requests: int = 200
-    confidence: float = 0.95
-
-    @classmethod
-    def from_settings(cls, settings: Any, **overrides: Any) -> MeasureRules:
-        """The rules with every number taken from the named thresholds (so YAML/CLI can move them)."""
-        def value(name: str) -> float:
-            return settings.threshold(name).value
-
-        rules = cls(
-            warmup_s=value("load_warmup_s"), window_s=value("load_window_s"),
-            stability_windows=int(value("load_stability_windows")),
-            stability_tolerance=value("load_stability_tolerance"), max_windows=int(value("load_max_windows")),
-            min_duration_s=value("load_min_duration_s"), min_requests=int(value("load_min_requests")),
-            confidence=value("load_confidence"),
-        )
-        return cls(**{**rules.__dict__, **overrides})
-
-    @property
-    def look_windows(self) -> tuple[int, ...]:
-        """After which windows a measurement looks at its rules: the first that can be valid (at
-        least the second), then at twice as many windows each time, and at the window budget
-        (3, 6 and 10 with the defaults). Few looks keep each look's interval narrow."""
-        first = min(self.max_windows, max(2, math.ceil(self.min_duration_s / self.window_s - 1e-9)))
-        looks, n = [], first
-        while n < self.max_windows:
-            looks.append(n)
-            n *= 2
-        return (*looks, self.max_windows)
-
-    @property
-    def looks(self) -> int:
-        return len(self.look_windows)
-
-    @property
-    def look_level(self) -> float:
-        """The level of each look's intervals, so that all looks together hold at `confidence`."""
-        return 1 - (1 - self.confidence) / self.looks
-
-    def describe(self) -> str:
-        return (f"warm-up {self.warmup_s:g} s, windows of {self.window_s:g} s, stable when the last "
-                f"{self.stability_windows} windows' throughput and mean latency are within "
-                f"{self.stability_tolerance:.0%} (max/min), valid with >= {self.min_duration_s:g} s and "
-                f">= {self.min_requests} requests, at most {self.max_windows} windows; a judged rule is decided "
-                f"when its {self.confidence:.0%} interval lies on one side of its threshold")
-
-
-def stability(windows: Sequence[Any], rules: MeasureRules) -> tuple[bool, str]:
-    """(stable?, why) for the last `rules.stability_windows` windows (each with `.stats`)."""
-    n = rules.stability_windows
-    if len(windows) < n:
-        return False, f"only {len(windows)} of the {n} windows needed"
-    last = [w.stats for w in windows[-n:]]
-    throughputs = [s.throughput_infer_s for s in last]
-    latencies = [s.mean_ms for s in last]
-    if min(throughputs) <= 0 or any(v is None for v in latencies):
-        return False, "a window completed no request"
-    spread_t = max(throughputs) / min(throughputs) - 1
-    spread_l = max(latencies) / min(latencies) - 1
-    detail = (f"last {n} windows: throughput spread {spread_t:.1%}, mean latency spread {spread_l:.1%} "
-              f"(limit {rules.stability_tolerance:.0%})")
-    return spread_t <= rules.stability_tolerance and spread_l <= rules.stability_tolerance, detail
-
-
-def validity(duration_s: float, requests: int, rules: MeasureRules) -> tuple[bool, str]:
-    problems = []
-    if duration_s + 1e-9 < rules.min_duration_s:
-        problems.append(f"measured {duration_s:.2f} s < minimum {rules.min_duration_s:g} s")
-    if requests < rules.min_requests:
-        problems.append(f"{requests} requests < minimum {rules.min_requests}")
-    if problems:
-        return False, "; ".join(problems)
-    return True, f"{duration_s:.2f} s and {requests} requests measured"
-
+from .stability import MeasureRules
 
 _COMPARE = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 PASS, FAIL, UNDECIDED, UNMEASURED = "pass", "fail", "too close to call", "not measured"
@@ -120,7 +25,10 @@ class Rule:
     times `ratio`, with its interval) and its noise counts too. `needs_validity`: judged only on a
     valid measurement (latency and throughput rules); the success rate is judged whatever.
     `failure_only`: only a decided failure matters (a curve point's fall against the previous
-    point): the measurement need not go on to confirm a value already on the passing side."""
+    point): the measurement need not go on to confirm a value already on the passing side.
+    `only_if`: the rule matters only while this other rule may pass: once it is decided failing,
+    the rule is moot and the measurement need not go on to decide it (a curve point whose
+    throughput is decidedly below what the capacity already is need not decide its p99)."""
 
     name: str
     statistic: str
@@ -131,6 +39,7 @@ class Rule:
     reference: Estimate | None = None
     ratio: float = 1.0
     failure_only: bool = False
+    only_if: Rule | None = None
 
     def describe(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
@@ -151,6 +60,7 @@ class Judgement:
     estimate: Estimate
     outcome: str
     interval: Interval | None  # the interval the decision used (of the value, or of value - threshold)
+    moot: Judgement | None = None  # the `only_if` rule, decided failing: this one needs no decision
 
     @property
     def decided(self) -> bool:
@@ -163,8 +73,8 @@ class Judgement:
     @property
     def settled(self) -> bool:
         """Nothing more to measure for this rule: decided, or only a failure matters and the value
-        is on the passing side."""
-        if self.decided:
+        is on the passing side, or moot (its `only_if` rule decided failing)."""
+        if self.decided or self.moot is not None:
             return True
         return self.rule.failure_only and self.value is not None and _COMPARE[self.rule.comparison](
             self.value, self.rule.threshold)
@@ -191,7 +101,8 @@ class Judgement:
         return {"rule": self.rule.name, "statistic": self.rule.statistic, "comparison": self.rule.comparison,
                 "threshold": self.rule.threshold, "unit": self.rule.unit, "value": self.value,
                 "interval": interval.to_dict() if interval else None, "outcome": self.outcome,
-                "margin": self.margin, "windows": self.estimate.windows}
+                "margin": self.margin, "windows": self.estimate.windows,
+                **({"moot": self.moot.describe()} if self.moot is not None else {})}
 
 
 def judge(rule: Rule, measured: Estimate) -> Judgement:
@@ -222,7 +133,18 @@ def judge_windows(rules: Sequence[Rule], windows: Sequence[Any], level: float,
     """Every rule judged on the same windows, with intervals at `level`; `shown_level`: the level
     the intervals are labelled with (the measurement's overall confidence, where `level` is one
     look's)."""
-    return [judge(rule, _labelled(estimate(rule.statistic, windows, level, model), shown_level)) for rule in rules]
+    def judged(rule: Rule) -> Judgement:
+        return judge(rule, _labelled(estimate(rule.statistic, windows, level, model), shown_level))
+
+    out = []
+    for rule in rules:
+        judgement = judged(rule)
+        if rule.only_if is not None and not judgement.decided:
+            condition = judged(rule.only_if)
+            if condition.outcome == FAIL:
+                judgement = replace(judgement, moot=condition)
+        out.append(judgement)
+    return out
 
 
 def judge_measurement(rules: Sequence[Rule], windows: Sequence[Any], measure_rules: MeasureRules,

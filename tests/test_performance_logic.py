@@ -1,0 +1,277 @@
+"""PERF-1, PERF-2, CFG-2 and the GPU band as the package decides them (load/benchmark.py,
+load/sweep.py, load/batching_stress.py, load/gpu_load.py), on recorded windows: the same
+verdicts the checks gave when this logic lived in checks/test_performance.py."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_triton_ready.facts import Capacity, Facts, TargetLoad
+from pytest_triton_ready.load.batching_stress import saturation_concurrency
+from pytest_triton_ready.load.benchmark import benchmark, success_finding
+from pytest_triton_ready.load.confidence import Interval
+from pytest_triton_ready.load.curve import OVER_BUDGET, PLATEAU, CapacitySearch, CurvePoint, capacity
+from pytest_triton_ready.load.decision import UNDECIDED
+from pytest_triton_ready.load.engine import measurement_done, measurement_from
+from pytest_triton_ready.load.gpu_load import judge_utilization_band, pending_requests
+from pytest_triton_ready.load.judged import incomplete_unless_failed
+from pytest_triton_ready.load.measured_models import budget_note
+from pytest_triton_ready.load.profile import ModelProfile
+from pytest_triton_ready.load.stability import MeasureRules
+from pytest_triton_ready.load.stats import Tally
+from pytest_triton_ready.load.sweep import SweepLimits, sweep
+from pytest_triton_ready.load.traffic import TrafficResult, Window
+from pytest_triton_ready.recorder import CheckRecorder
+from pytest_triton_ready.report.model import Result, Verdict
+from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
+
+RULES = MeasureRules()
+
+
+def _check(check_id: str = "PERF-1") -> CheckRecorder:
+    settings = type("S", (), {"threshold": staticmethod(lambda name: ThresholdValue(
+        name, THRESHOLDS[name].default, THRESHOLDS[name].unit, "default"))})()
+    return CheckRecorder(Result(check_id, "performance", "t", "checks/test_performance.py::t"), settings)
+
+
+def _profile(budget_ms: float = 100.0, slo: float | None = 100.0, max_batch_size: int = 0) -> ModelProfile:
+    return ModelProfile("m", max_batch_size, 1, None, False, budget_ms, "slo" if slo else "default threshold", slo, None)
+
+
+def windows_at(p99_ms: float, per_window: int, count: int, spread: float = 0.0, seed: int = 3,
+               window_s: float = 2.0) -> list[Window]:
+    """Recorded windows of model "m": `per_window` answers a window, latencies uniform over
+    [0.2, 1] x a top that puts the p99 at `p99_ms`, each window scaled by up to +-`spread`."""
+    rng = random.Random(seed)
+    top_s = p99_ms / 1000.0 / (0.2 + 0.8 * 0.99)
+    windows = []
+    for i in range(count):
+        scale = 1.0 + rng.uniform(-spread, spread)
+        tally = Tally(started=i * window_s, ended=(i + 1) * window_s)
+        for _ in range(int(per_window * rng.uniform(1 - spread, 1 + spread))):
+            tally.ok(top_s * scale * rng.uniform(0.2, 1.0))
+        stats = tally.summary(window_s)
+        windows.append(Window(i, i * window_s, (i + 1) * window_s, stats, {"m": stats}, tallies={"m": tally}))
+    return windows
+
+
+class RecordedLoad:
+    """Plays recorded windows back as the load engine's measurements: `curve` maps a concurrency
+    (None: any other) to (p99 ms, answers per window); a measurement stops where the engine would."""
+
+    def __init__(self, curve: dict[int, tuple[float, int]], spread: float = 0.0) -> None:
+        self.curve, self.spread, self.measured = curve, spread, []
+        self.client = object()
+
+    def rules(self, **overrides):
+        return MeasureRules(**{**RULES.__dict__, **overrides})
+
+    def measure(self, model, *, concurrency=None, rate=None, poisson=False, rules=None, judge=None):
+        rules = rules or RULES
+        p99, per_window = self.curve.get(concurrency) or self.curve[None]
+        windows = windows_at(p99, per_window, rules.max_windows, self.spread, seed=concurrency)
+        n = next(n for n in range(1, len(windows) + 1) if measurement_done(windows[:n], rules, judge, model)
+                 or n == len(windows))
+        self.measured.append((concurrency, n))
+        last = windows[n - 1]
+        result = TrafficResult(last.stats, {model: last.stats}, windows[:n], None, [w.tallies for w in windows[:n]],
+                               "closed", 0.0, last.end_s)
+        return measurement_from(model, result, rules, concurrency, rate, "grpc", judged=judge)
+
+
+class QuietHealth:
+    """No instance dies: what LoadHealth says of a server whose models stay up."""
+
+    deaths: dict = {}
+
+    def skip(self, model):
+        return False
+
+    def observe(self, measurement, **_):
+        return []
+
+
+def test_perf1_passes_a_model_far_inside_its_budget_and_publishes_its_target_load():
+    check, facts = _check(), Facts()
+    undecided = benchmark(RecordedLoad({None: (4.0, 400)}), check, QuietHealth(), [_profile()], facts)
+    assert undecided is None and not check.errors
+    target = int(THRESHOLDS["perf_target_concurrency"].default)
+    assert facts.get(TargetLoad, "m") == TargetLoad("m", concurrency=target)
+    assert {m.name for m in check.result.measurements} >= {"p99 latency", "success rate", "throughput"}
+
+
+def test_perf1_fails_a_model_decidedly_over_its_budget_naming_the_interval():
+    check = _check()
+    benchmark(RecordedLoad({None: (250.0, 400)}), check, QuietHealth(), [_profile()], Facts())
+    assert [f.message for f in check.errors if "exceeds the 100 ms budget" in f.message]
+    assert "interval" in check.errors[0].message
+
+
+def test_perf1_leaves_a_budget_inside_the_noise_too_close_to_call():
+    undecided = benchmark(RecordedLoad({None: (100.0, 400)}, spread=0.3), _check(), QuietHealth(), [_profile()], Facts())
+    assert undecided.startswith("not decided: ") and "too close to call: p99 latency" in undecided
+
+
+def test_perf2_sweeps_to_the_plateau_and_publishes_the_capacity_within_slo():
+    curve = {1: (2.0, 400), 2: (2.5, 800), 4: (3.0, 1600), 8: (5.0, 1700), 16: (9.0, 1720), 32: (30.0, 1720)}
+    check, facts, load = _check("PERF-2"), Facts(), RecordedLoad(curve)
+    limits = SweepLimits.of(check)
+    assert sweep(load, check, QuietHealth(), [_profile()], facts, limits) == []
+    found = facts.get(Capacity, "m")
+    assert found.concurrency in (8, 16) and not found.lower_bound
+    assert [c for c, _ in load.measured][:4] == [1, 2, 4, 8]
+    assert not check.errors
+    assert len(check.result.load_points) == len(load.measured)
+
+
+def test_perf2_fails_where_no_point_keeps_p99_within_the_budget():
+    curve = {c: (400.0, 100 * c) for c in (1, 2, 4, 8, 16)}
+    check, facts = _check("PERF-2"), Facts()
+    sweep(RecordedLoad(curve), check, QuietHealth(), [_profile()], facts, SweepLimits.of(check))
+    assert any("no concurrency keeps p99 within 100 ms" in f.message for f in check.errors)
+    assert facts.get(Capacity, "m").max_throughput_within_slo_infer_s == 0.0
+
+
+def test_the_curve_charts_draw_every_point_and_the_budget():
+    check = _check("PERF-2")
+    load = RecordedLoad({1: (2.0, 400), 2: (2.5, 800), 4: (3.0, 800), 8: (6.0, 800), 16: (12.0, 800)})
+    sweep(load, check, QuietHealth(), [_profile()], Facts(), SweepLimits.of(check))
+    points = len(load.measured)
+    by_title = {c.title: c for c in check.result.charts}
+    assert list(by_title) == ["m: latency vs throughput", "m: latency vs concurrency"]
+    series = {s.name: s.points for s in by_title["m: latency vs concurrency"].series}
+    assert len(series["p99"]) == points and len(series["p99 95% interval high"]) == points
+    assert {y for _, y in series["budget 100 ms"]} == {100.0}
+
+
+def test_an_undecided_measurement_is_incomplete_unless_the_check_already_failed():
+    check = _check()
+    with pytest.raises(pytest.skip.Exception):
+        incomplete_unless_failed(check, "m: too close to call")
+    assert check.result.verdict == Verdict.INCOMPLETE
+    failed = _check()
+    failed.finding("m: p99 over budget")
+    incomplete_unless_failed(failed, "n: too close to call")
+    assert failed.result.verdict != Verdict.INCOMPLETE
+    assert [f.severity for f in failed.result.findings] == ["error", "warning"]
+    incomplete_unless_failed(_check(), None)  # nothing undecided: nothing said
+
+
+def test_a_budget_without_a_p99_slo_is_named():
+    check = _check()
+    budget_note(check, _profile(slo=None))
+    budget_note(check, _profile())
+    assert [f.message for f in check.result.findings] == [
+        "m: no p99 SLO configured; 'within SLO' uses the default threshold of 100 ms"]
+
+
+def test_the_success_finding_names_the_commonest_errors():
+    stats = type("S", (), {"errors": {"timeout": 3, "refused": 9, "reset": 1, "other": 2}, "success_rate": 0.9})()
+    assert success_finding("m", stats, 0.999) == ("m: success rate 90.00% is below 0.999; errors: refused (9x), "
+                                                  "timeout (3x), other (2x)")
+
+
+def test_saturation_concurrency_is_capped_by_curve_max_concurrency():
+    prof = _profile(max_batch_size=8)
+    assert (saturation_concurrency(prof, 0), saturation_concurrency(prof, 4)) == (16, 4)
+
+
+def test_the_gpu_band_names_the_way_out_on_each_side():
+    low = _check()
+    judge_utilization_band(low, 0.30, [0, 0])
+    assert low.errors and "add model instances" in low.result.recommendations[0]
+    high = _check()
+    judge_utilization_band(high, 0.97, [1, 9])
+    assert any("with a growing queue" in f.message for f in high.errors)
+    assert "pending requests rose from 1 to 9" in high.result.recommendations[0]
+    inside = _check()
+    judge_utilization_band(inside, 0.78, [2, 2])
+    assert not inside.errors
+
+
+def test_pending_requests_count_the_models_driven_not_their_steps():
+    model = type("M", (), {})
+    driven, step = model(), model()
+    driven.pending_requests, step.pending_requests = 3, 3
+    window = type("W", (), {"server": type("S", (), {"models": {"pipeline": driven, "step": step}})()})()
+    assert pending_requests([window], {"pipeline": 4}) == [3]
+
+
+# -- the capacity search spends its points where the answer is ----------------------------------------
+def _search_points(search, curve):
+    """Feed `search` noiseless points from `curve(concurrency) -> (throughput, p99)` until it stops."""
+    points = []
+    while (level := search.next_level(points)) is not None:
+        throughput, p99 = curve(level)
+        points.append(CurvePoint(level, throughput, p99 / 2, p99, 1.0, True))
+        assert len(points) < 40, "the search does not end"
+    return points
+
+
+def test_a_plateau_before_the_rule_of_thumb_ends_the_sweep():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999)  # rule: 128
+    points = _search_points(search, lambda c: (min(c, 4) * 500.0, 1.0 + c / 10))
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16]  # was 1 ... 128, then 256
+    assert search.reason == PLATEAU and not search.capacity_is_lower_bound(points)
+    assert capacity(points, 100, 0.999).throughput_infer_s == 2000.0
+
+
+def test_a_plateau_below_the_min_throughput_target_is_swept_on():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999,
+                            target_throughput=5000.0)
+    points = _search_points(search, lambda c: (min(c, 4) * 500.0, 1.0 + c / 10))
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def test_a_rise_that_continues_is_not_a_plateau():
+    search = CapacitySearch(max_batch_size=8, instances=1, budget_p99_ms=100, success_min=0.999)  # rule: 16
+    points = _search_points(search, lambda c: (1000.0 + 30.0 * c, 1.0))  # +3% a doubling at first, then more
+    assert [p.concurrency for p in points][:5] == [1, 2, 4, 8, 16]
+
+
+def test_no_bisection_between_points_whose_throughput_does_not_gain():
+    search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=50, success_min=0.999)  # rule: 4
+    points = _search_points(search, lambda c: (min(c, 32) * 100.0 + (50.0 if c > 32 else 0.0), c * 1.0))
+    assert [p.concurrency for p in points] == [1, 2, 4, 8, 16, 32, 64]  # 48 and 56 cannot raise the capacity
+    assert search.reason == OVER_BUDGET and capacity(points, 50, 0.999).concurrency == 32
+
+
+def _decided_best(concurrency: int, throughput: float) -> CurvePoint:
+    return CurvePoint(concurrency, throughput, 5.0, 10.0, 1.0, True,
+                      throughput_interval=Interval(throughput * 0.99, throughput * 1.01, 0.95),
+                      p99_interval=Interval(9.0, 11.0, 0.95))
+
+
+def test_a_point_below_the_capacity_so_far_stops_without_deciding_its_p99():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999)
+    noisy_at_budget = windows_at(p99_ms=100.0, per_window=400, count=10, spread=0.3)  # 200 infer/s
+    alone = search.point_rules([], 8, 0.10)
+    assert _stops_after(noisy_at_budget, alone) == 10  # nothing else measured: it must decide its p99
+    below = search.point_rules([_decided_best(4, 2000.0)], 8, 0.10)
+    stop = _stops_after(noisy_at_budget, below)
+    assert stop == 3  # decidedly under 2000 x 1.05 infer/s at the first look: the p99 question is moot
+    measured = measurement_from("m", _result(noisy_at_budget[:stop]), RULES, 8, None, "grpc", judged=below)
+    p99 = measured.judgement("p99 latency")
+    assert p99.outcome == UNDECIDED and p99.settled and p99.moot is not None
+    assert measured.too_close() == []
+    point = CurvePoint.measured(8, measured)
+    assert not point.within_budget(100.0)  # never counted as within the budget
+
+
+def test_a_point_that_may_raise_the_capacity_still_decides_its_p99():
+    search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999)
+    noisy_at_budget = windows_at(p99_ms=100.0, per_window=400, count=10, spread=0.3)  # 200 infer/s
+    rules = search.point_rules([_decided_best(4, 150.0)], 8, 0.10)  # 200 infer/s may well be the capacity
+    assert _stops_after(noisy_at_budget, rules) == 10
+
+
+def _stops_after(windows, judged):
+    return next(n for n in range(1, len(windows) + 1) if measurement_done(windows[:n], RULES, judged, "m"))
+
+
+def _result(windows):
+    last = windows[-1]
+    return TrafficResult(last.stats, {"m": last.stats}, windows, None, [w.tallies for w in windows], "closed", 0.0,
+                         last.end_s)
