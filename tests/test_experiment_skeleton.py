@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_ready.faults.experiment import Experiment, run_experiment
-from pytest_triton_ready.faults.plan import FaultPlan
 from pytest_triton_ready.faults.recording import record_outcome
+from pytest_triton_ready.faults.schema import FaultPlan
 from pytest_triton_ready.load.timeline import Bin
 
 PLAN = FaultPlan(steady_s=0.0, settle_s=0.0)

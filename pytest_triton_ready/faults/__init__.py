@@ -9,9 +9,9 @@ timeline (100 ms bins and named events) and the numbers its check compares with 
 from . import declared_experiments  # noqa: F401  (fills injector.DECLARED)
 from .injector import RELOAD_MARKER, FaultInjector, with_reload_marker
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
-from .plan import FaultPlan
 from .probes import InstanceProbe, InstanceProber, Watcher, wait_until
 from .processes import StubProcess, local_stubs, still_running
+from .schema import FaultPlan
 
 __all__ = ["FaultInjector", "FaultPlan", "InstanceProbe", "InstanceProber", "InstanceRestartOutcome", "Outcome",
            "RELOAD_MARKER", "ReloadOutcome", "ServerRestartOutcome", "ShutdownOutcome", "StubProcess", "Watcher",

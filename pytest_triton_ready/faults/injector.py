@@ -32,9 +32,9 @@ from .outcomes import (
     ServerRestartOutcome,
     ShutdownOutcome,
 )
-from .plan import FaultPlan
 from .probes import InstanceProber, Watcher, wait_until
 from .processes import ServerProcesses, StubProcess, still_running
+from .schema import FaultPlan
 from .scratch import ScratchUnsupported, add_version, numeric_versions, scratch_server
 from .timeline import event_time, failed_between, peak_p99_ms, recovered_at, steady_state
 
