@@ -143,7 +143,7 @@ def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
     assert "launchers.registry" in graph["target"]  # from .launchers.registry import ...
     assert "progress" in graph["plugin"]  # `from . import progress` inside a function
-    assert "faults.injector" in graph["faults.declared_experiments"]
+    assert "faults.crash_experiments" in graph["faults.declared_experiments"]
     assert "<package>" not in graph["run"] or "<package>" in graph
 
 
