@@ -348,7 +348,7 @@ MOVED_KEYS = {"container.image": "server.image", "container.gpus": "server.gpus"
 def phase_sections() -> dict[str, type[BaseModel]]:
     """Each YAML section a phase owns, by name: declared in the phase's module (imported here
     lazily: the phase packages import the settings themselves)."""
-    from .faults.plan import FaultsSection
+    from .faults.schema import FaultsSection
     from .fleet.targets import FleetSection
     from .gate import GateSection
     from .load.profile import PerformanceSection

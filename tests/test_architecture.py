@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),
     ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "plan", "gate",
-                      "faults.plan", "faults.declared", "load.profile", "monitoring.config", "soak.plan",
+                      "faults.declared", "load.profile", "monitoring.config", "soak.plan",
                       "fleet.targets")),
     ("settings", ("settings", "run", "target", "demo_repository", "estimates", "launchers.*")),
     ("phases", ("health", "sequences", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",
@@ -143,7 +143,7 @@ def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
     assert "launchers.registry" in graph["target"]  # from .launchers.registry import ...
     assert "progress" in graph["plugin"]  # `from . import progress` inside a function
-    assert "faults.injector" in graph["faults.declared_experiments"]
+    assert "faults.crash_experiments" in graph["faults.declared_experiments"]
     assert "<package>" not in graph["run"] or "<package>" in graph
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_ready.faults.experiment import Experiment, run_experiment
-from pytest_triton_ready.faults.plan import FaultPlan
 from pytest_triton_ready.faults.recording import record_outcome
+from pytest_triton_ready.faults.schema import FaultPlan
 from pytest_triton_ready.load.timeline import Bin
 
 PLAN = FaultPlan(steady_s=0.0, settle_s=0.0)
@@ -277,7 +277,7 @@ class Injector:
 
 
 def test_sigterm_with_nothing_in_flight_sends_no_signal_and_is_incomplete():
-    from pytest_triton_ready.faults.injector import GracefulShutdown
+    from pytest_triton_ready.faults.crash_experiments import GracefulShutdown
 
     injector = Injector(Traffic(in_flight=0))
     experiment = GracefulShutdown(injector, "scale")
@@ -288,7 +288,7 @@ def test_sigterm_with_nothing_in_flight_sends_no_signal_and_is_incomplete():
 
 
 def test_sigterm_that_found_nothing_in_flight_at_the_signal_is_incomplete_not_a_pass():
-    from pytest_triton_ready.faults.injector import NOTHING_IN_FLIGHT, GracefulShutdown
+    from pytest_triton_ready.faults.crash_experiments import NOTHING_IN_FLIGHT, GracefulShutdown
 
     experiment = GracefulShutdown(Injector(Traffic(in_flight=1)), "scale")
     assert experiment.exercised() == NOTHING_IN_FLIGHT  # in_flight_at_sigterm still 0
@@ -298,7 +298,7 @@ def test_sigterm_that_found_nothing_in_flight_at_the_signal_is_incomplete_not_a_
 
 
 def test_sigterm_with_a_request_in_flight_is_judged():
-    from pytest_triton_ready.faults.injector import GracefulShutdown
+    from pytest_triton_ready.faults.crash_experiments import GracefulShutdown
 
     injector = Injector(Traffic(in_flight=1))
     outcome = run_experiment(GracefulShutdown(injector, "scale"))
@@ -307,7 +307,7 @@ def test_sigterm_with_a_request_in_flight_is_judged():
 
 
 def test_a_dead_instance_kill_that_did_not_take_is_incomplete_never_a_pass():
-    from pytest_triton_ready.faults.injector import InstanceRestart
+    from pytest_triton_ready.faults.crash_experiments import InstanceRestart
 
     injector = Injector(Traffic())  # after the kill: no request failed, every instance answered
     outcome = run_experiment(InstanceRestart(injector, "scale"))
@@ -318,7 +318,7 @@ def test_a_dead_instance_kill_that_did_not_take_is_incomplete_never_a_pass():
 
 @pytest.mark.parametrize("errors, unhealthy", [(3, ()), (0, ("scale_0_0",))])
 def test_a_dead_instance_seen_by_the_traffic_or_the_probe_is_judged(errors, unhealthy):
-    from pytest_triton_ready.faults.injector import InstanceRestart
+    from pytest_triton_ready.faults.crash_experiments import InstanceRestart
 
     outcome = run_experiment(InstanceRestart(Injector(Traffic(errors=errors), unhealthy), "scale"))
     assert outcome.incomplete is None and outcome.death_observed

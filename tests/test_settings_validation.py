@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_ready.faults.plan import FaultPlan
+from pytest_triton_ready.faults.schema import FaultPlan
 from pytest_triton_ready.settings import SettingsError, build_settings
 from pytest_triton_ready.thresholds import THRESHOLDS, threshold_problem
 

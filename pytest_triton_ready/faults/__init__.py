@@ -6,12 +6,12 @@ reload, a new version rolled out, SIGTERM under load. Each experiment returns an
 timeline (100 ms bins and named events) and the numbers its check compares with thresholds.
 """
 
-from . import declared_experiments  # noqa: F401  (fills injector.DECLARED)
-from .injector import RELOAD_MARKER, FaultInjector, with_reload_marker
+from .injector import FaultInjector
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
-from .plan import FaultPlan
 from .probes import InstanceProbe, InstanceProber, Watcher, wait_until
 from .processes import StubProcess, local_stubs, still_running
+from .reload_experiments import RELOAD_MARKER, with_reload_marker
+from .schema import FaultPlan
 
 __all__ = ["FaultInjector", "FaultPlan", "InstanceProbe", "InstanceProber", "InstanceRestartOutcome", "Outcome",
            "RELOAD_MARKER", "ReloadOutcome", "ServerRestartOutcome", "ShutdownOutcome", "StubProcess", "Watcher",

@@ -17,9 +17,11 @@ from urllib.parse import urlsplit
 
 from ..client import http_status
 from ..models import initial_state_of
+from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared import CommandResult, DeclaredFault, run_command
-from .injector import DECLARED, GracefulShutdown, InstanceRestart, ServerRestart, VersionRollout, _InjectorExperiment
+from .injector_experiment import InjectorExperiment
 from .probes import wait_until
+from .reload_experiments import VersionRollout
 
 DOWN_WAIT_S = 10.0  # how long a crash may take to show as a server that stops answering
 
@@ -160,7 +162,7 @@ class DeclaredGracefulShutdown(_Declared, GracefulShutdown):
         initial = initial_state_of(self.injector.target)
         if wait_until(lambda: initial.restored(self.injector.client), self.plan.recovery_timeout_s, 0.2) is not None:
             self.outcome.restart_s = time.monotonic() - started
-        return _InjectorExperiment.restore(self)
+        return InjectorExperiment.restore(self)
 
     def restore_advice(self) -> str:
         return _advice(self)
@@ -199,7 +201,7 @@ class DeclaredVersionRollout(_Declared, VersionRollout):
         self._setup(declared)
 
     def unavailable(self) -> str | None:
-        reason = _InjectorExperiment.unavailable(self)
+        reason = InjectorExperiment.unavailable(self)
         if reason is None and self.declared.restore is None:
             reason = ("attach.fault_actions.new_version has no restore command: the run would leave the deployment "
                       "serving version N+1; declare how to remove it (restore)")
@@ -273,13 +275,13 @@ class DeclaredVersionRollout(_Declared, VersionRollout):
 def _restore_declared(experiment: Any) -> str | None:
     """The full restore (server ready, every instance answering); when the server does not come
     back, the declared restore command once, then the full restore again."""
-    error = _InjectorExperiment.restore(experiment)
+    error = InjectorExperiment.restore(experiment)
     if error is None or experiment.declared.restore is None:
         return error
     result = experiment.run_step("restore")
     if result is not None and not result.ok:
         return f"{error}; then {result.problem()}"
-    return _InjectorExperiment.restore(experiment)
+    return InjectorExperiment.restore(experiment)
 
 
 def _advice(experiment: Any) -> str:
@@ -294,8 +296,9 @@ def _advice(experiment: Any) -> str:
 DeclaredServerRestart.restore_advice = _advice  # type: ignore[assignment]
 DeclaredInstanceRestart.restore_advice = _advice  # type: ignore[assignment]
 
-DECLARED.update({"server_crash": DeclaredServerRestart, "sigterm": DeclaredGracefulShutdown,
-                 "instance_kill": DeclaredInstanceRestart, "new_version": DeclaredVersionRollout})
+# fault kind -> the experiment that runs the action declared in attach.fault_actions for it
+DECLARED: dict[str, type] = {"server_crash": DeclaredServerRestart, "sigterm": DeclaredGracefulShutdown,
+                             "instance_kill": DeclaredInstanceRestart, "new_version": DeclaredVersionRollout}
 
 
 def _accepts(host_port: str) -> bool:

@@ -1,5 +1,6 @@
 """One skeleton for every fault experiment (PERF-4): traffic, steady state, fault, settle,
-verdict, restore. The unary experiments (faults/injector.py), the streaming ones
+verdict, restore. The unary experiments (faults/reload_experiments.py, crash_experiments.py,
+declared_experiments.py, started from faults/injector.py), the streaming ones
 (faults/stream_experiments.py) and a fleet replica's death (fleet/death.py) all run through it.
 
 An `Experiment` states only what is its own: why it cannot run here (`unavailable`), what it

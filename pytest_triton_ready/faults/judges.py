@@ -1,4 +1,5 @@
-"""PERF-4's rules on the unary fault experiments (injector.py, declared_experiments.py), applied to
+"""PERF-4's rules on the unary fault experiments (reload_experiments.py, crash_experiments.py,
+declared_experiments.py), applied to
 a check's record: what was measured, compared with which threshold, and what a failure names.
 Each `judge_*` reads one Outcome; the checks in checks/test_performance_recovery.py run the
 experiment, record it (recording.record_outcome) and call the judge."""

@@ -26,8 +26,8 @@ from ..client import http_status
 from ..commands import run_command
 from ..faults.experiment import Experiment
 from ..faults.outcomes import Outcome
-from ..faults.plan import FaultPlan
 from ..faults.probes import Watcher
+from ..faults.schema import FaultPlan
 from ..faults.timeline import event_time
 
 KILL_TIMEOUT_S = 60.0
