@@ -13,8 +13,7 @@ import pytest
 from pytest_triton_ready.facts import Capacity, HotReload, StreamingCapacity
 from pytest_triton_ready.operations.attestations import review_attestation
 from pytest_triton_ready.operations.capacity import FleetPlan, measured_capacities, model_plan
-from pytest_triton_ready.operations.schema import Capacity as CapacitySection
-from pytest_triton_ready.operations.schema import Fleet
+from pytest_triton_ready.operations.schema import DeclaredCapacity, DeclaredFleet
 
 
 def _review(check, settings, kind):
@@ -66,8 +65,8 @@ def test_capacity_plan_carries_declared_peak(triton_settings, triton_facts, chec
     decoupled model the capacity is the streaming curve's (test_streaming_tokens_and_ttft_curve):
     the requests/s completed at its best point within the TTFT SLO, a streamed request counting as
     one inference of the curve's token budget."""
-    capacity = triton_settings.section_model("operations").capacity or CapacitySection()
-    peaks, fleet = capacity.peak_rate, capacity.fleet or Fleet()
+    capacity = triton_settings.section_model("operations").capacity or DeclaredCapacity()
+    peaks, fleet = capacity.peak_rate, capacity.fleet or DeclaredFleet()
     headroom = check.threshold("capacity_headroom")
     if not peaks:
         check.finding("no capacity plan: declare each model's expected peak rate under "

@@ -31,8 +31,8 @@ def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load,
     from pytest_triton_ready.run import now_iso
     from pytest_triton_ready.soak import JournalError, PlanError, build_plan, format_duration, journal_header, record_soak
     from pytest_triton_ready.soak.evidence import IDENTITY_LABEL, server_identity, stand_in
-    from pytest_triton_ready.soak.progress import ProgressLine
     from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
+    from pytest_triton_ready.soak.status_line import ProgressLine
 
     models = ready_models(triton)
     defer_to_streaming(check, triton, models)

@@ -34,7 +34,7 @@ from pytest_triton_ready.soak import (
     read_journal,
     soak_limits,
 )
-from pytest_triton_ready.soak.progress import ProgressLine, progress_text
+from pytest_triton_ready.soak.status_line import ProgressLine, progress_text
 from pytest_triton_ready.soak.trend import fit
 
 MB = 1024 * 1024
