@@ -11,6 +11,12 @@ import pytest
 
 from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.models import defer_to_streaming, ready_models
+from pytest_triton_ready.run import now_iso
+from pytest_triton_ready.soak import JournalError, PlanError, build_plan, journal_header
+from pytest_triton_ready.soak.conclusion import conclude, skipped_reason
+from pytest_triton_ready.soak.evidence import IDENTITY_LABEL, server_identity
+from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
+from pytest_triton_ready.soak.status_line import ProgressLine
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -28,50 +34,27 @@ def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load,
     soak of this very server (same version, READY versions and model configs) that judged it and
     passed, no older than soak_evidence_max_age_h. Where every READY model in
     scope is decoupled, NOT APPLICABLE: test_streaming_soak_every_request_finishes soaks their streams."""
-    from pytest_triton_ready.run import now_iso
-    from pytest_triton_ready.soak import JournalError, PlanError, build_plan, format_duration, journal_header, record_soak
-    from pytest_triton_ready.soak.evidence import IDENTITY_LABEL, server_identity, stand_in
-    from pytest_triton_ready.soak.progress import ProgressLine
-    from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
-
     models = ready_models(triton)
     defer_to_streaming(check, triton, models)
-    if not triton_settings.triton_soak:
-        check.incomplete("the soak is turned off (--triton-soak=0)")
-    if not models:
-        check.incomplete("no READY model in scope to soak")
+    if skipped := skipped_reason(triton_settings.triton_soak, models):
+        check.incomplete(skipped)
     try:
         plan = build_plan(triton_settings, models, triton_facts)
     except PlanError as exc:
         pytest.fail(f"triton-ready: {exc}", pytrace=False)
-
     identity = server_identity(triton.client, models)
     check.evidence(IDENTITY_LABEL, json.dumps(identity, indent=1, sort_keys=True))
-    header = journal_header(check.result, plan, triton_run.context or triton_run.collect_context(), triton_settings, now_iso())
-    header["server_identity"] = identity
+    header = journal_header(check.result, plan, triton_run.context or triton_run.collect_context(), triton_settings,
+                            now_iso()) | {"server_identity": identity}
     health = LoadHealth(triton, check, triton_facts, models)
     try:
-        try:
-            outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
-        except JournalError as exc:
-            pytest.fail(f"triton-ready: {exc}", pytrace=False)
+        outcome = soak_target(triton, plan, header, gpu, ProgressLine.for_config(request.config), engine=load)
         health.observe_windows(outcome.windows)
+    except JournalError as exc:
+        pytest.fail(f"triton-ready: {exc}", pytrace=False)
     finally:
         health.finish()
-    evaluation = record_soak(check, plan, outcome.windows, outcome.ran_s)
-    if outcome.overall is not None and outcome.overall.p99_ms is not None:
-        check.measure("p99 over the whole soak (merged histogram)", round(outcome.overall.p99_ms, 3), "ms")
-
-    ran = f"{format_duration(outcome.ran_s)} of {format_duration(plan.duration_s)}"
     if outcome.end_reason == "interrupted":
         request.session.shouldstop = "the soak was interrupted"
-        check.incomplete(f"the soak was interrupted after {ran}; its {len(outcome.windows)} windows are kept "
-                         f"(journal {plan.journal_path})")
-    if outcome.end_reason == "error":
-        check.incomplete(f"the soak broke off after {ran}: {outcome.error}")
-    if not check.errors and gpu.unavailable_reason and gpu_instance_models(triton.client, models):
-        check.incomplete(f"models run on GPUs but GPU memory could not be read: {gpu.unavailable_reason}")
-    if not check.errors and evaluation.open_rules:
-        unjudged = stand_in(check, triton_settings.triton_soak_evidence, identity, plan.limits, evaluation.unjudged)
-        if unjudged or evaluation.undecided:
-            check.incomplete("; ".join([*unjudged, *evaluation.undecided]))
+    conclude(check, plan, outcome, identity, triton_settings.triton_soak_evidence, gpu.unavailable_reason,
+             lambda: gpu_instance_models(triton.client, models))

@@ -357,7 +357,7 @@ def phase_sections() -> dict[str, type[BaseModel]]:
     from .plan import AttachSection
     from .rules.schema import LintSection
     from .security.schema import SecuritySection
-    from .soak.plan import SoakSection
+    from .soak.schema import SoakSection
 
     return {"lint": LintSection, "performance": PerformanceSection, "soak": SoakSection, "faults": FaultsSection,
             "monitoring": MonitoringSection, "operations": OperationsSection, "security": SecuritySection,

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),
     ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "plan", "gate",
-                      "faults.declared", "load.profile", "monitoring.config", "soak.plan",
+                      "faults.declared", "load.profile", "monitoring.config", "soak.schedule",
                       "fleet.targets")),
     ("settings", ("settings", "run", "target", "demo_repository", "estimates", "launchers.*")),
     ("phases", ("health", "sequences", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",

@@ -270,7 +270,7 @@ def test_status_waits_for_the_heartbeat_and_a_check_with_its_own_line_gets_no_mo
     import time
 
     from pytest_triton_ready import progress
-    from pytest_triton_ready.soak.progress import ProgressLine
+    from pytest_triton_ready.soak.status_line import ProgressLine
 
     lines = []
     with progress.running("PERF-3 streams", lines.append, quiet_s=0.05, heartbeat_s=0.2) as p:

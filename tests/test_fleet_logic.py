@@ -5,17 +5,29 @@ replica-death timeline analysis."""
 
 from __future__ import annotations
 
+import json
 import sys
 from types import SimpleNamespace
 
 import pytest
 
-from pytest_triton_ready.fleet.consistency import ReplicaView, compare, flatten
+from pytest_triton_ready.fleet.balancing import record_capacity, record_spread
+from pytest_triton_ready.fleet.consistency import ReplicaView, compare, flatten, record_consistency
 from pytest_triton_ready.fleet.death import DeathOutcome, analyse
 from pytest_triton_ready.fleet.discovery import resolve
-from pytest_triton_ready.fleet.spread import Capacity, ReplicaCounters, spread
+from pytest_triton_ready.fleet.spread import FleetCapacity, ReplicaCounters, spread
 from pytest_triton_ready.fleet.targets import DiscoveryError, FleetSection
+from pytest_triton_ready.fleet.under_test import (
+    FleetUnderTest,
+    UndeclaredFleet,
+    models_on_balancer,
+    require_fleet,
+    require_model,
+    undeclared_fleet,
+)
 from pytest_triton_ready.load.timeline import Bin
+from pytest_triton_ready.recorder import CheckRecorder
+from pytest_triton_ready.report.model import Result, Verdict
 from pytest_triton_ready.settings import SettingsError, build_settings
 
 
@@ -144,7 +156,130 @@ def test_spread_from_counter_deltas_and_capacity_ratio():
     assert found.max_deviation == pytest.approx(0.5)
     idle = spread(before, {"a": after["a"], "b": before["b"]}, {"a": 0.5, "b": 0.5})
     assert idle.idle == ["b"]
-    assert Capacity({"a": 100.0, "b": 100.0}, 150.0).ratio == 0.75
+    assert FleetCapacity({"a": 100.0, "b": 100.0}, 150.0).ratio == 0.75
+
+
+def fleet_recorder(check_id="PERF-6", **thresholds):
+    return CheckRecorder(Result(check_id, "fleet", "test", "t"), build_settings({}, {}, environ={}), thresholds)
+
+
+def test_an_even_spread_passes_and_an_idle_or_unread_replica_fails_naming_it():
+    before = {r: ReplicaCounters({"m": 0.0}, {"m": 0}) for r in ("a", "b")}
+    even = spread(before, {r: ReplicaCounters({"m": 100.0}, {"m": 100}) for r in ("a", "b")}, {"a": 0.5, "b": 0.5})
+    check = fleet_recorder(fleet_spread_max_deviation=0.25)
+    record_spread(check, even, 200, "m")
+    assert not check.failed and check.judged
+    lopsided = spread(before, {"a": ReplicaCounters({"m": 200.0}, {"m": 200}), "b": before["b"]}, {"a": 0.5, "b": 0.5})
+    check = fleet_recorder(fleet_spread_max_deviation=0.25)
+    record_spread(check, lopsided, 200, "m")
+    assert "replica b served no request while the fleet served 200" in check.failure_text()
+    assert "replica a served 100.0% of the traffic; its expected share is 50.0%" in check.failure_text()
+    unread = spread(before, {"a": ReplicaCounters({"m": 100.0}, {"m": 100})}, {"a": 0.5, "b": 0.5})
+    check = fleet_recorder(fleet_spread_max_deviation=0.25)
+    record_spread(check, unread, 100, "m")
+    assert "replica b: its counters could not be read: not read" in check.failure_text()
+
+
+def test_a_fleet_below_the_sum_of_its_replicas_fails_and_untrustworthy_numbers_are_incomplete():
+    check = fleet_recorder(fleet_capacity_ratio_min=0.8)
+    record_capacity(check, FleetCapacity({"a": 100.0, "b": 100.0}, 190.0), [], "m")
+    assert not check.failed and check.judged
+    check = fleet_recorder(fleet_capacity_ratio_min=0.8)
+    record_capacity(check, FleetCapacity({"a": 100.0, "b": 100.0}, 120.0), ["a: unstable"], "m")
+    assert "the fleet served 120 infer/s through the balancer, 60% of the 200 infer/s" in check.failure_text()
+    assert check.result.verdict != Verdict.INCOMPLETE  # a failure stands over an untrustworthy number
+    check = fleet_recorder(fleet_capacity_ratio_min=0.8)
+    with pytest.raises(pytest.skip.Exception):
+        record_capacity(check, FleetCapacity({"a": 100.0}, 95.0), ["a: unstable"], "m")
+    assert check.result.reason == "measurements not trustworthy: a: unstable"
+
+
+def test_consistency_onto_a_check_fails_on_a_drift_and_is_incomplete_with_one_readable_replica():
+    base = {"name": "m", "max_batch_size": 8}
+    check = fleet_recorder("CFG-5")
+    record_consistency(check, [view("r1", ["1"], base), view("r2", ["2"], base), view("r3", ["1"], base)])
+    assert check.failed and "replica r2 has m: READY versions = 2" in check.failure_text()
+    check = fleet_recorder("CFG-5")
+    record_consistency(check, [view("r1", ["1"], base), view("r2", ["1"], base)])
+    assert not check.failed and check.judged
+    check = fleet_recorder("CFG-5")
+    broken = ReplicaView("r2", {}, {}, None, error="connection refused")
+    with pytest.raises(pytest.skip.Exception):
+        record_consistency(check, [view("r1", ["1"], base), broken])
+    assert check.result.reason == "fewer than two replicas could be read; nothing to compare"
+    assert "replica r2: could not be read: connection refused" in [f.message for f in check.result.findings]
+
+
+class RecordedServer:
+    """A server's recorded answers: its repository index, model configs and /v2/models/stats reads."""
+
+    def __init__(self, index, configs=None, stats_reads=(), owns_process=False):
+        self.client = self
+        self.index, self.configs, self.stats_reads = index, configs or {}, list(stats_reads)
+        self.owns_process = owns_process
+        self.endpoints = SimpleNamespace(http_url="http://lb:8000")
+        self.inferred = []
+
+    def repository_index(self):
+        return self.index
+
+    def models(self):
+        return [e["name"] for e in self.index]
+
+    def model_config(self, model):
+        return self.configs.get(model, {})
+
+    def infer(self, model):
+        self.inferred.append(model)
+
+    def raw(self, path):
+        return (200, self.stats_reads.pop(0)) if self.stats_reads else (503, None)
+
+
+def test_the_fleet_is_loaded_with_the_declared_model_or_the_first_ready_stateless_one():
+    server = RecordedServer([{"name": "seq", "state": "READY"}, {"name": "llm", "state": "READY"},
+                             {"name": "gone", "state": "UNAVAILABLE"}, {"name": "scale", "state": "READY"}],
+                            {"seq": {"sequence_batching": {}}, "llm": {"model_transaction_policy": {"decoupled": True}}})
+    fleet = FleetUnderTest.__new__(FleetUnderTest)
+    fleet.section = section(replicas=["http://a:8000"])
+    assert fleet.choose_model(server) == "scale"
+    fleet.section = section(replicas=["http://a:8000"], models=["gone"])
+    check = fleet_recorder()
+    with pytest.raises(pytest.skip.Exception):
+        require_model(fleet, server, check)
+    assert check.result.reason == "no READY stateless model to load the fleet with (set fleet.models)"
+    assert models_on_balancer(server) == ["llm", "scale", "seq"]
+
+
+def test_no_fleet_is_not_applicable_and_an_unfound_or_undeclared_one_is_incomplete():
+    check = fleet_recorder("CFG-1")
+    with pytest.raises(pytest.skip.Exception):
+        require_fleet(None, check)
+    assert check.result.verdict == Verdict.NOT_APPLICABLE
+    check = fleet_recorder("CFG-1")
+    with pytest.raises(pytest.skip.Exception):
+        require_fleet(DiscoveryError("kubectl: not found"), check)
+    assert check.result.reason == "the fleet's replicas could not be found: kubectl: not found"
+    check = fleet_recorder("CFG-1")
+    with pytest.raises(pytest.skip.Exception):
+        require_fleet(UndeclaredFleet("http://lb:8000 reaches more than one server"), check)
+    assert (check.result.verdict, check.result.reason) == (Verdict.INCOMPLETE, "http://lb:8000 reaches more than one server")
+
+
+def _stats(success: int) -> bytes:
+    return json.dumps({"model_stats": [{"name": "scale", "version": "1",
+                                        "inference_stats": {"success": {"count": success}}}]}).encode()
+
+
+def test_a_statistics_counter_that_goes_backwards_proves_an_undeclared_fleet():
+    index = [{"name": "scale", "state": "READY"}]
+    several = RecordedServer(index, stats_reads=[_stats(5), _stats(9), _stats(5), _stats(9), _stats(5), _stats(9)])
+    found = undeclared_fleet(several)
+    assert isinstance(found, UndeclaredFleet) and "reaches more than one server (6 reads" in found
+    assert several.inferred == ["scale"]
+    assert undeclared_fleet(RecordedServer(index, stats_reads=[_stats(5)] * 6)) is None
+    assert undeclared_fleet(RecordedServer(index, owns_process=True)) is None  # a server this run started
+    assert undeclared_fleet(RecordedServer(index, stats_reads=[_stats(5)])) is None  # stats not readable
 
 
 def test_death_analysis_counts_losses_after_the_kill_and_the_reroute_time():

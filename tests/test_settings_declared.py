@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_ready.settings import OPTIONS, build_settings, file_model, sections, settings_reference
-from pytest_triton_ready.soak.plan import LIMIT_NAMES, SoakSection
+from pytest_triton_ready.soak.schema import LIMIT_NAMES, SoakSection
 from pytest_triton_ready.thresholds import THRESHOLDS
 from pytest_triton_ready.yamlschema import is_section, unwrap
 

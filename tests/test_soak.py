@@ -34,7 +34,7 @@ from pytest_triton_ready.soak import (
     read_journal,
     soak_limits,
 )
-from pytest_triton_ready.soak.progress import ProgressLine, progress_text
+from pytest_triton_ready.soak.status_line import ProgressLine, progress_text
 from pytest_triton_ready.soak.trend import fit
 
 MB = 1024 * 1024
@@ -158,6 +158,60 @@ def test_the_soak_records_its_plan_as_settings_and_judges_its_rules():
     judged = {j.rule for j in check.result.judgements}
     assert {"success-overall", "success-window", "server-memory-leak"} <= judged
     assert all(j.passed for j in check.result.judgements)
+
+
+def _concluded(outcome_kwargs: dict, *, soak: str = "20s", leak_min_s: int = 5, gpu_reason: str | None = None,
+               gpu_models: tuple[str, ...] = (), evidence: str | None = None):
+    """A check after `conclude` on a soak of 20 flat 1 s windows; the reason it ended early, if any."""
+    from pytest_triton_ready.recorder import CheckRecorder
+    from pytest_triton_ready.report.model import Result
+    from pytest_triton_ready.soak.conclusion import conclude
+    from pytest_triton_ready.soak.runner import SoakOutcome
+
+    settings = build_settings({"triton_soak": soak}, {}, environ={},
+                              cli_thresholds=[f"soak_leak_min_duration_s={leak_min_s}"])
+    plan = build_plan(settings, ["m"], Facts())
+    check = CheckRecorder(Result("PERF-3", "performance", "soak", "n"))
+    outcome = SoakOutcome(**{"windows": [_window(i) for i in range(20)], "ran_s": 20.0, "end_reason": "completed",
+                             **outcome_kwargs})
+    try:
+        conclude(check, plan, outcome, {"models": {}}, evidence, gpu_reason, lambda: list(gpu_models))
+    except pytest.skip.Exception:
+        return check, check.result.reason
+    return check, None
+
+
+def test_a_completed_soak_that_judged_every_rule_concludes_without_ending_early():
+    check, ended = _concluded({})
+    assert ended is None and not check.failed and check.judged
+
+
+def test_an_interrupted_or_broken_soak_is_incomplete_saying_how_far_it_ran():
+    _, ended = _concluded({"end_reason": "interrupted", "ran_s": 12.0})
+    assert ended.startswith("the soak was interrupted after 0:12 of 0:20; its 20 windows are kept (journal ")
+    _, ended = _concluded({"end_reason": "error", "error": "engine died"})
+    assert ended == "the soak broke off after 0:20 of 0:20: engine died"
+
+
+def test_unreadable_gpu_memory_is_incomplete_only_for_models_on_gpus():
+    _, ended = _concluded({}, gpu_reason="no NVML", gpu_models=("m",))
+    assert ended == "models run on GPUs but GPU memory could not be read: no NVML"
+    assert _concluded({}, gpu_reason="no NVML")[1] is None
+
+
+def test_an_unjudged_leak_rule_without_evidence_is_incomplete_and_bad_evidence_says_why(tmp_path):
+    _, ended = _concluded({}, leak_min_s=600)
+    assert ended.startswith("the memory-leak rule (server-memory-leak, gpu-memory-leak) was not judged")
+    _, ended = _concluded({}, leak_min_s=600, evidence=str(tmp_path / "missing.json"))
+    assert "missing.json" in ended.split(";", 1)[1]
+
+
+def test_no_soak_runs_when_it_is_off_or_has_no_model():
+    from pytest_triton_ready.soak.conclusion import skipped_reason
+
+    assert skipped_reason(0, ["m"]) == "the soak is turned off (--triton-soak=0)"
+    assert skipped_reason(60, []) == "no READY model in scope to soak"
+    assert skipped_reason(60, ["m"]) is None
 
 
 def test_one_failing_window_fails_the_success_rule_and_is_named():

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_triton_ready.operations.capacity import FleetPlan, ModelPlan, model_plan
 from pytest_triton_ready.soak.duration import format_duration, parse_duration
-from pytest_triton_ready.soak.rules import MB, evaluate
+from pytest_triton_ready.soak.judge import MB, evaluate
 from pytest_triton_ready.soak.trend import fit, rise_p_value
 from pytest_triton_ready.soak.windows import ModelWindow, Window, top_reasons
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue

@@ -87,7 +87,7 @@ def _measurements(results: Iterable[dict[str, Any]], check_id: str) -> Iterable[
             yield from result.get("measurements", [])
 
 
-# The soak's slope measurements and the leak rule each belongs to (soak/rules.py).
+# The soak's slope measurements and the leak rule each belongs to (soak/judge.py).
 SLOPE_RULES = {"server process tree RSS slope": "server-memory-leak",
                "server host used memory (nv_cpu_memory_used_bytes) slope": "host-memory-leak",
                "GPU memory used slope": "gpu-memory-leak"}

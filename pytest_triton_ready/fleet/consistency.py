@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..recorder import CheckRecorder
+
 # Config fields that legitimately differ per replica, never compared.
 IGNORED_CONFIG_PATHS = frozenset()
 
@@ -134,3 +136,26 @@ def compare(views: list[ReplicaView]) -> list[Difference]:
             if found:
                 differences.append(found)
     return differences
+
+
+def record_consistency(check: CheckRecorder, views: list[ReplicaView]) -> None:
+    """CFG-5 onto a check: each replica's view (or why it could not be read), every field that
+    differs between the replicas as a finding naming the outliers; INCOMPLETE with fewer than two
+    readable replicas."""
+    for view in views:
+        if view.error:
+            check.finding(f"replica {view.replica}: could not be read: {view.error}", model=view.replica)
+        else:
+            check.measure("models served", len([m for m, v in view.versions.items() if v]), "models", model=view.replica)
+    if len([v for v in views if not v.error]) < 2:
+        check.incomplete("fewer than two replicas could be read; nothing to compare")
+    differences = compare(views)
+    check.measure("fields that differ between replicas", len(differences), "fields", threshold=0)
+    for difference in differences:
+        check.finding(difference.message(), model=", ".join(difference.outliers), rule="CFG-5",
+                      value=difference.path)
+    check.evidence("what each replica serves", json.dumps(
+        {v.replica: {"server version": v.server_version, "READY versions": v.versions} for v in views}, indent=1))
+    if differences:
+        check.recommend("Finish (or roll back) the rollout so that every replica serves the same model versions "
+                        "and configuration; a client cannot tell which replica answered.")

@@ -103,7 +103,7 @@ def spread(before: dict[str, ReplicaCounters], after: dict[str, ReplicaCounters]
 
 
 @dataclass
-class Capacity:
+class FleetCapacity:
     """The fleet through the balancer against the sum of its replicas measured one by one."""
 
     per_replica: dict[str, float]   # infer/s, each replica alone, directly

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..recorder import CheckRecorder
 from ..yamlschema import validate
 from .schema import OperationsSection
 
@@ -105,3 +106,25 @@ def _check_link(link: str, base_dir: Path | None) -> tuple[str, str | None]:
     if not path.exists():
         return "file", f"the file {link} does not exist (looked at {path})"
     return "file", None
+
+
+def record_attestation(check: CheckRecorder, settings: Any, kind: str, today: dt.date | None = None) -> AttestationReview:
+    """Review the run's attestation `kind` onto `check`: its age against `attestation_max_age_days`,
+    every other problem as an error finding, the record as evidence, a recommendation when it is
+    not accepted. A file link is read relative to the YAML file."""
+    max_age = check.threshold("attestation_max_age_days")
+    base_dir = settings.config_file.parent if settings.config_file else None
+    review = review_attestation(settings.section_model("operations"), kind, max_age.value,
+                                today or dt.datetime.now(dt.timezone.utc).date(), base_dir)
+    if review.age_days is not None:
+        check.measure(f"{review.label} age", review.age_days, "days", threshold=max_age,
+                      finding=next((p for p in review.problems if "stale" in p), None))
+    for problem in review.problems:
+        if "stale" not in problem:
+            check.finding(problem, rule=review.yaml_key)
+    if review.present:
+        check.evidence(review.label, review.summary())
+    if not review.accepted:
+        check.recommend(f"Record the {review.label} under {review.yaml_key} with link, owner and date "
+                        f"(YYYY-MM-DD), and renew it at least every {max_age.value:g} days.")
+    return review

@@ -20,20 +20,25 @@ class Attestations(Section):
     team_training: Attestation | None = setting(None, "OPS-4: the team's training record")
 
 
-class Fleet(Section):
+class DeclaredFleet(Section):
+    """`operations.capacity.fleet`: the GPUs the capacity plan must fit (not the replicas under test,
+    which are fleet/targets.Fleet)."""
+
     gpus: int | None = setting(None, "GPUs in the fleet", ge=1)
     instances_per_gpu: dict[str, int] = setting(dict, "instances per GPU, per model (default: as measured)")
     placement: Literal["shared", "dedicated"] = setting(
         "shared", "shared: every GPU serves every model; dedicated: GPUs split by model")
 
 
-class Capacity(Section):
+class DeclaredCapacity(Section):
+    """`operations.capacity`: the peak the team expects and its fleet (PERF-2 measures the capacity)."""
+
     peak_rate: dict[str, float] = setting(dict, "expected peak rate per model", unit="infer/s")
-    fleet: Fleet | None = setting(None, "the fleet the plan must fit")
+    fleet: DeclaredFleet | None = setting(None, "the fleet the plan must fit")
 
 
 class OperationsSection(Section):
     """`operations:`: attestations a machine cannot prove, and the capacity plan's inputs."""
 
     attestations: Attestations | None = setting(None, "runbook, disaster-recovery and training records")
-    capacity: Capacity | None = setting(None, "OPS-2's declared peak and fleet")
+    capacity: DeclaredCapacity | None = setting(None, "OPS-2's declared peak and fleet")

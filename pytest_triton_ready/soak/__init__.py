@@ -11,9 +11,9 @@ Public surface (docs/soak.md):
 
 from .duration import format_duration, parse_duration
 from .journal import Journal, JournalError, JournalWriter, is_journal, read_journal
-from .plan import PlanError, SoakPlan, build_plan, soak_limits
+from .judge import Evaluation, Outcome, evaluate
 from .record import journal_header, record_soak, result_from_journal
-from .rules import Evaluation, Outcome, evaluate
+from .schedule import PlanError, SoakPlan, build_plan, soak_limits
 from .windows import Window
 
 __all__ = ["Evaluation", "Journal", "JournalError", "JournalWriter", "Outcome", "PlanError", "SoakPlan", "Window",

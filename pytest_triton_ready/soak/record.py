@@ -15,8 +15,8 @@ from ..report.model import Evidence, Result, Verdict
 from ..settings import Settings
 from .duration import format_duration
 from .journal import Journal
-from .plan import SoakPlan
-from .rules import MB, Evaluation, evaluate
+from .judge import MB, Evaluation, evaluate
+from .schedule import SoakPlan
 from .windows import Window
 
 CHECK_ID = "PERF-3"

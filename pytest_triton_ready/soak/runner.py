@@ -16,9 +16,9 @@ from typing import Any
 
 from ..errors import TritonReadyError
 from .journal import JournalWriter
-from .plan import SoakPlan
-from .progress import ProgressLine, progress_text
 from .sampler import Reading, Sampler
+from .schedule import SoakPlan
+from .status_line import ProgressLine, progress_text
 from .windows import ModelWindow, Window, top_reasons
 
 TICK_S = 1.0  # how often the progress line moves between windows (TTY only)

@@ -7,10 +7,10 @@ from typing import Any
 
 from ..run import now_iso
 from .journal import JournalWriter
-from .plan import SoakPlan
-from .progress import ProgressLine
 from .runner import SoakOutcome, run_soak
 from .sampler import Sampler
+from .schedule import SoakPlan
+from .status_line import ProgressLine
 
 
 def soak_target(target: Any, plan: SoakPlan, header: dict[str, Any], gpu: Any = None,
