@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pytest_triton_ready.facts import Capacity, Facts
+from pytest_triton_ready.facts import Capacity, Facts, StreamingCapacity
 from pytest_triton_ready.operations.attestations import record_attestation
 from pytest_triton_ready.operations.capacity_record import plan_from_facts, record_declaration, record_plan
 from pytest_triton_ready.operations.schema import DeclaredCapacity
@@ -86,6 +86,20 @@ def test_the_plan_notes_a_lower_bound_and_instances_taken_as_measured():
     assert any(a.startswith("a: PERF-2's capacity is a lower bound") for a in plan.assumptions)
     assert messages(check, "info") == ["a: planned with a lower bound of the capacity (>= 100 infer/s): the plan "
                                        "may ask for more GPUs than needed"]
+
+
+def test_a_decoupled_model_is_planned_from_its_streaming_capacity_and_says_so():
+    check = recorder()
+    streaming = StreamingCapacity("generate", max_output_tokens_per_s_within_slo=1148.6,
+                                  max_requests_per_s_within_slo=36.0, instances=1, output_tokens_per_request=32.0,
+                                  concurrency=4, ttft_p99_ms=80.0)
+    declaration = DeclaredCapacity.model_validate({"peak_rate": {"generate": 30}, "fleet": {"gpus": 1}})
+    plan = plan_from_facts(check, declaration, facts(streaming), 0.0)
+    [model] = plan.models
+    assert (model.measured_infer_s, model.latency_label, model.measured_p99_ms) == (36.0, "TTFT p99", 80.0)
+    assert any(a.startswith("generate: decoupled; its capacity is the streaming curve's requests/s within the TTFT "
+                            "SLO (PERF-2, test_streaming_tokens_and_ttft_curve), each request 32.0 output tokens")
+               for a in plan.assumptions)
 
 
 def test_a_shared_fleet_too_small_for_the_peak_fails_with_the_numbers():
