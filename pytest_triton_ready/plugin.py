@@ -18,12 +18,13 @@ import pytest
 
 from .facts import FactMissing
 from .gate import EXIT_UNREACHABLE, Scope, ScopeItem, exit_code
+from .options import OPTIONS
 from .recorder import CheckRecorder
 from .redaction import RedactingStream, Redactor
 from .report.junit import junit_properties
 from .report.model import Evidence, Result, Verdict
 from .run import Run, now_iso
-from .settings import OPTIONS, SettingsError, build_settings
+from .settings import SettingsError, build_settings
 
 RUN_KEY = pytest.StashKey[Run]()
 RECORDER_KEY = pytest.StashKey[CheckRecorder]()
