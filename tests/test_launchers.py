@@ -10,7 +10,8 @@ import pytest
 
 from pytest_triton_ready.launchers import ACTION_CLASSES, Launcher, LauncherCapabilities, LaunchError, Unsupported
 from pytest_triton_ready.launchers.attach import AttachLauncher
-from pytest_triton_ready.launchers.container import ContainerLauncher, container_spec, server_command
+from pytest_triton_ready.launchers.container import ContainerLauncher
+from pytest_triton_ready.launchers.container_spec import container_spec, server_command
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 from pytest_triton_ready.settings import build_settings
 from pytest_triton_ready.target import LAUNCHERS, make_launcher
