@@ -27,7 +27,7 @@ from pytest_triton_ready.load.rules import Rule, slo_rules
 from pytest_triton_ready.load.target_rules import POISSON_SIGMAS, achieved_ratio, backlog, min_throughput_floor
 from pytest_triton_ready.models import defer_to_streaming, note_left_out, ready_decoupled_models, ready_models, served_as
 from pytest_triton_ready.pipelines import step_times
-from pytest_triton_ready.plan import require_allowed
+from pytest_triton_ready.policy import require_allowed
 
 pytestmark = pytest.mark.usefixtures("triton")
 

@@ -117,7 +117,7 @@ def _flag(text: str | bool) -> bool:
 
 
 def _allow_list(text: str | list[str]) -> list[str]:
-    from .plan import parse_allow  # the plan module owns the action classes
+    from .policy import parse_allow  # the policy module owns the action classes
 
     return parse_allow(text)
 

@@ -79,7 +79,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _show_plan(session: pytest.Session, run: Run) -> None:
     """Print what is under test, who owns it and what the checks about to run will do to it."""
     from .estimates import estimate_block
-    from .plan import plan_block
+    from .policy import plan_block
 
     running = {identity[0] for identity in map(check_identity, session.items) if identity is not None}
     waived = sorted({i.check_id for i in run.scope.items if run.scope.live_waiver(i)})

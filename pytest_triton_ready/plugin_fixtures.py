@@ -76,7 +76,7 @@ def load(triton, gpu):
     """
     from .budget import guard_budget
     from .load import LoadEngine
-    from .plan import guard_load
+    from .policy import guard_load
 
     engine = guard_load(LoadEngine.for_target(triton, gpu_reader=gpu), triton.settings)  # the attach load ceiling
     return guard_budget(engine, triton.settings)  # the run budget (--triton-budget)

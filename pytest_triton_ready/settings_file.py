@@ -149,7 +149,7 @@ def phase_sections() -> dict[str, type[BaseModel]]:
     from .load.profile import PerformanceSection
     from .monitoring.config import MonitoringSection
     from .operations.schema import OperationsSection
-    from .plan import AttachSection
+    from .policy import AttachSection
     from .rules.schema import LintSection
     from .security.schema import SecuritySection
     from .soak.plan import SoakSection

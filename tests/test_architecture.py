@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
                     "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),
-    ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "plan", "gate",
+    ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "policy", "gate",
                       "faults.plan", "faults.declared", "load.profile", "monitoring.config", "soak.plan",
                       "fleet.targets")),
     ("settings", ("options", "settings_file", "settings", "settings_reference", "run", "target", "demo_repository",
