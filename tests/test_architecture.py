@@ -192,3 +192,17 @@ def test_no_check_reaches_into_the_plugin():
             if any(name == f"{PACKAGE}.plugin" or name.startswith(f"{PACKAGE}.plugin_") for name in names):
                 found.append(f"{path.name}:{node.lineno}")
     assert found == []
+
+
+MAX_MODULE_LINES = 500
+# Modules still over the limit whose split along their seams is yet to come (issue 26 item 6). An
+# entry that is no longer over the limit fails the test too, so this list only shrinks.
+LONG_MODULES_TO_SPLIT = {"faults.injector", "load.streaming"}
+
+
+def test_no_module_is_over_500_lines():
+    """A module holds one job; one that grows past MAX_MODULE_LINES splits along its seams."""
+    lines = {name: len(path.read_text().splitlines()) for name, path in package_modules().items()}
+    long = {name for name, count in lines.items() if count > MAX_MODULE_LINES}
+    assert sorted(long - LONG_MODULES_TO_SPLIT) == [], {name: lines[name] for name in long - LONG_MODULES_TO_SPLIT}
+    assert sorted(LONG_MODULES_TO_SPLIT - long) == [], "split already: remove from LONG_MODULES_TO_SPLIT"
