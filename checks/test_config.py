@@ -169,7 +169,7 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     readings = gpu.read()
     context.gpus = readings or None
     context.gpus_unknown_reason = f"no GPU reading ({gpu.unavailable_reason})"
-    from pytest_triton_ready.plan import policy
+    from pytest_triton_ready.policy import policy
 
     reload_refused = policy(triton_settings).refusal("reload", "measuring a model's GPU memory unloads and "
                                                                "reloads it")

@@ -159,7 +159,7 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
     if not models and not decoupled:
         check.incomplete("no READY model to send malformed requests to")
     oversize = int(check.threshold("malformed_oversize_payload_mib").value * 2**20)
-    from pytest_triton_ready.plan import policy
+    from pytest_triton_ready.policy import policy
 
     large_refused = policy(triton_settings).refusal("large_payloads", f"the oversize payload case sends "
                                                                       f"{oversize / 2**20:g} MiB to every model") \

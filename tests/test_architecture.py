@@ -28,15 +28,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
                     "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),
-    ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "plan", "gate",
+    ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "policy", "gate",
                       "faults.declared", "load.profile", "monitoring.config", "soak.schedule",
                       "fleet.targets")),
-    ("settings", ("settings", "run", "target", "demo_repository", "estimates", "launchers.*")),
+    ("settings", ("options", "settings_file", "settings", "settings_reference", "run", "target", "demo_repository",
+                  "estimates", "launchers.*")),
     ("phases", ("health", "sequences", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",
                 "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
                 "baseline.*", "soak", "soak.*")),
     ("report", ("report", "report.*")),
-    ("entry", ("plugin", "cli")),
+    ("entry", ("plugin", "plugin_*", "cli")),
 ]
 
 
@@ -142,7 +143,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
     assert "launchers.registry" in graph["target"]  # from .launchers.registry import ...
-    assert "progress" in graph["plugin"]  # `from . import progress` inside a function
+    assert "progress" in graph["plugin_results"]  # `from . import progress` inside a function
     assert "faults.crash_experiments" in graph["faults.declared_experiments"]
     assert "<package>" not in graph["run"] or "<package>" in graph
 
@@ -188,6 +189,20 @@ def test_no_check_reaches_into_the_plugin():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
                 [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            if any(name == f"{PACKAGE}.plugin" for name in names):
+            if any(name == f"{PACKAGE}.plugin" or name.startswith(f"{PACKAGE}.plugin_") for name in names):
                 found.append(f"{path.name}:{node.lineno}")
     assert found == []
+
+
+MAX_MODULE_LINES = 500
+# Modules still over the limit whose split along their seams is yet to come (issue 26 item 6). An
+# entry that is no longer over the limit fails the test too, so this list only shrinks.
+LONG_MODULES_TO_SPLIT = {"load.streaming"}
+
+
+def test_no_module_is_over_500_lines():
+    """A module holds one job; one that grows past MAX_MODULE_LINES splits along its seams."""
+    lines = {name: len(path.read_text().splitlines()) for name, path in package_modules().items()}
+    long = {name for name, count in lines.items() if count > MAX_MODULE_LINES}
+    assert sorted(long - LONG_MODULES_TO_SPLIT) == [], {name: lines[name] for name in long - LONG_MODULES_TO_SPLIT}
+    assert sorted(LONG_MODULES_TO_SPLIT - long) == [], "split already: remove from LONG_MODULES_TO_SPLIT"

@@ -24,7 +24,7 @@ import tritonclient.grpc  # noqa: F401  imported once, here (see tests/test_faul
 import tritonclient.http  # noqa: F401
 
 from pytest_triton_ready.faults.declared import Command, run_command
-from pytest_triton_ready.plan import CeilingGuard, parse_allow, plan_block, policy
+from pytest_triton_ready.policy import CeilingGuard, parse_allow, plan_block, policy
 from pytest_triton_ready.settings import SettingsError, build_settings
 
 HERE = Path(__file__).resolve().parent

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pytest_triton_ready import budget, estimates
-from pytest_triton_ready.plan import plan_block
+from pytest_triton_ready.policy import plan_block
 from pytest_triton_ready.settings import build_settings
 
 

@@ -15,20 +15,17 @@ import pytest
 
 from pytest_triton_ready.gate import EXIT_UNREACHABLE
 from pytest_triton_ready.launchers import LaunchError
-from pytest_triton_ready.launchers.container import (
+from pytest_triton_ready.launchers.container import ContainerLauncher
+from pytest_triton_ready.launchers.container_processes import LIST_PROCESSES_SCRIPT, parse_process_list, select_stubs
+from pytest_triton_ready.launchers.container_spec import (
     CONTAINER_REPOSITORY,
     GRPC_PORT,
     HTTP_PORT,
-    LIST_PROCESSES_SCRIPT,
     METRICS_PORT,
-    ContainerLauncher,
-    _docker_failure,
-    container_memory,
     container_spec,
     parse_gpus,
-    parse_process_list,
-    select_stubs,
 )
+from pytest_triton_ready.launchers.docker_engine import container_memory, docker_failure
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.settings import SettingsError, build_settings
 
@@ -220,11 +217,11 @@ def test_a_refused_limit_is_one_line_naming_the_limit_and_the_setting():
     runc = ('500 Server Error: Internal Server Error ("runc: runc create failed: unable to start container process: '
             'error during container init: error setting rlimits for ready process: error setting rlimit type 8: '
             'operation not permitted: OCI permission denied")')
-    line = _docker_failure(RuntimeError(runc), spec)
+    line = docker_failure(RuntimeError(runc), spec)
     assert line.startswith("the container engine refused the resource limit memlock=-1 "
                            "(--triton-ulimits=memlock=-1,stack=67108864,nofile=4096 (from cli; YAML container.ulimits))")
     assert line.endswith("e.g. --triton-ulimits=stack=67108864,nofile=4096")
-    engine_default = _docker_failure(RuntimeError(runc.replace("type 8", "type 7")),
+    engine_default = docker_failure(RuntimeError(runc.replace("type 8", "type 7")),
                                      container_spec(settings_from({"triton_image": IMAGE}), host_ports=PORTS))
     assert "could not set the resource limit nofile, which --triton-ulimits=memlock=-1,stack=67108864 (from default" \
         in engine_default

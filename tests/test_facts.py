@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_ready import plugin
+from pytest_triton_ready import plugin_results, plugin_state
 from pytest_triton_ready.counterparts import STREAMING_COUNTERPARTS, streaming_counterpart
 from pytest_triton_ready.errors import TritonReadyError
 from pytest_triton_ready.facts import (
@@ -71,10 +71,10 @@ def test_a_missing_fact_names_the_check_that_produces_it():
 
 
 def _drive(recorder: CheckRecorder, raised: BaseException):
-    """Run plugin.pytest_pyfunc_call around a check body that raised `raised`."""
+    """Run plugin_results.pytest_pyfunc_call around a check body that raised `raised`."""
     item = type("Item", (), {})()
-    item.stash = {plugin.RECORDER_KEY: recorder}
-    call = plugin.pytest_pyfunc_call(item)
+    item.stash = {plugin_state.RECORDER_KEY: recorder}
+    call = plugin_results.pytest_pyfunc_call(item)
     next(call)
     return call.throw(raised)
 
@@ -200,8 +200,8 @@ def _ops1(tmp_path, facts: Facts) -> CheckRecorder:
     recorder = CheckRecorder(Result("OPS-1", "operations", "t", "test_operations.py::"
                                     "test_hot_update_procedure_documented_and_exercised"), settings)
     item = type("Item", (), {})()
-    item.stash = {plugin.RECORDER_KEY: recorder}
-    call = plugin.pytest_pyfunc_call(item)
+    item.stash = {plugin_state.RECORDER_KEY: recorder}
+    call = plugin_results.pytest_pyfunc_call(item)
     next(call)
     try:
         try:

@@ -16,7 +16,8 @@ from pytest_triton_ready.health import LoadHealth
 from pytest_triton_ready.load import errors
 from pytest_triton_ready.load.stalls import find_stalls
 from pytest_triton_ready.load.stats import Stats
-from pytest_triton_ready.load.traffic import Recorder, Traffic, TrafficPlan
+from pytest_triton_ready.load.traffic import Traffic, TrafficPlan
+from pytest_triton_ready.load.window_recorder import Recorder
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_triton_ready.launchers import ACTION_CLASSES, Launcher, LauncherCapabilities, LaunchError, Unsupported
 from pytest_triton_ready.launchers.attach import AttachLauncher
-from pytest_triton_ready.launchers.container import ContainerLauncher, container_spec, server_command
+from pytest_triton_ready.launchers.container import ContainerLauncher
+from pytest_triton_ready.launchers.container_spec import container_spec, server_command
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 from pytest_triton_ready.settings import build_settings
 from pytest_triton_ready.target import LAUNCHERS, make_launcher
@@ -112,18 +113,18 @@ def test_server_args_reach_the_embedded_and_the_container_command(tmp_path):
 def test_what_a_run_may_do_follows_the_capabilities_not_the_launcher_name(monkeypatch):
     """A launcher that does not own the process (a port-forward to production, say) gets nothing
     without attach.allow, whatever it is called; an owner may be granted less than everything."""
-    from pytest_triton_ready import plan
+    from pytest_triton_ready import policy as policy_module
 
     settings = settings_from({"triton_url": "http://10.0.0.5:8000", "triton_launch": "attach"})
     reaches_only = LauncherCapabilities(False, False, False, False)
-    monkeypatch.setattr(plan, "declared_capabilities", lambda _settings: reaches_only)
-    rules = plan.policy(settings)
-    assert rules.attached and not any(rules.allows(kind) for kind in plan.ALLOW_CLASSES)
+    monkeypatch.setattr(policy_module, "declared_capabilities", lambda _settings: reaches_only)
+    rules = policy_module.policy(settings)
+    assert rules.attached and not any(rules.allows(kind) for kind in policy_module.ALLOW_CLASSES)
     assert rules.ceiling_applies and "--triton-allow=reload" in rules.refusal("reload", "reload a model")
 
     owns_but_no_saturation = LauncherCapabilities(True, True, True, True, may=frozenset({"reload", "faults"}))
-    monkeypatch.setattr(plan, "declared_capabilities", lambda _settings: owns_but_no_saturation)
-    rules = plan.policy(settings)
+    monkeypatch.setattr(policy_module, "declared_capabilities", lambda _settings: owns_but_no_saturation)
+    rules = policy_module.policy(settings)
     assert not rules.attached and rules.allows("reload") and not rules.allows("saturate")
     assert rules.ceiling_applies
 
@@ -137,14 +138,14 @@ def test_capabilities_grant_every_action_to_an_owner_and_none_otherwise():
 
 
 def plan_classes():
-    from pytest_triton_ready.plan import ALLOW_CLASSES
+    from pytest_triton_ready.policy import ALLOW_CLASSES
 
     return ALLOW_CLASSES
 
 
 def test_launchers_are_listed_once_and_declare_capabilities_on_the_class(launchers):
     from pytest_triton_ready.launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES
-    from pytest_triton_ready.settings import LAUNCHERS as SETTINGS_LAUNCHERS
+    from pytest_triton_ready.options import LAUNCHERS as SETTINGS_LAUNCHERS
 
     assert SETTINGS_LAUNCHERS == LAUNCHER_NAMES == tuple(LAUNCHERS) == tuple(LAUNCHER_KINDS)
     for name, launcher in launchers.items():

@@ -227,7 +227,7 @@ def test_reported_stats_merge_models_and_errors_and_none_without_tallies():
 
 
 def test_the_engine_keeps_the_tallies_of_every_window_it_reports():
-    from pytest_triton_ready.load.traffic import Recorder
+    from pytest_triton_ready.load.window_recorder import Recorder
 
     recorder = Recorder(["m"], start=0.0, warmup_s=0.0, window_s=1.0, timeline=None, keep_tallies=5)
     for second in range(7):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_ready.plugin import check_title
+from pytest_triton_ready.plugin_results import check_title
 from pytest_triton_ready.report.markdown import render_markdown
 from pytest_triton_ready.report.model import Finding, Measurement, Result, Verdict
 from pytest_triton_ready.report.terminal import checklist_rows

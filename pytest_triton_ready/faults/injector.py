@@ -49,9 +49,9 @@ class FaultInjector:
 
     @property
     def policy(self):
-        """What this run may do to the server (`pytest_triton_ready.plan.Policy`)."""
+        """What this run may do to the server (`pytest_triton_ready.policy.Policy`)."""
         if getattr(self, "_policy", None) is None:
-            from ..plan import policy
+            from ..policy import policy
 
             self._policy = policy(self.target.settings)
         return self._policy
@@ -73,7 +73,7 @@ class FaultInjector:
                    "killing instances or the server needs a launcher that owns it (--triton-launch=embedded "
                    "or container) or a declared fault action (attach.fault_actions)")
             return f"the server is attached ({self.target.endpoints.http_url}), not owned by this run: {how}"
-        from ..plan import FAULT_CHECK
+        from ..policy import FAULT_CHECK
 
         return self.policy.refusal("faults", f"the {FAULT_CHECK[kind]} experiment runs attach.fault_actions.{kind} "
                                              f"(`{declared.action.shown()}`)")

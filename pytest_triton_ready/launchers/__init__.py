@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import TritonReadyError
 
-# The classes of action a run can take on a server (plan.ALLOW_CLASSES describes each). A launcher
+# The classes of action a run can take on a server (policy.ALLOW_CLASSES describes each). A launcher
 # grants them in its capabilities (`may`); on a server whose launcher does not, `attach.allow` must.
 ACTION_CLASSES = ("reload", "faults", "saturate", "large_payloads")
 

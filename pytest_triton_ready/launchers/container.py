@@ -1,9 +1,7 @@
 """The container launcher: the official tritonserver image, started with testcontainers.
 
-`container_spec(settings)` is a pure function: it turns the settings into the whole container
-specification (image, command, GPUs, shared memory, ports, the read-only repository mount), so the
-specification is unit-tested without Docker. `ContainerLauncher` hands that specification to
-testcontainers' `DockerContainer`, waits for readiness, keeps the logs, lets fault experiments
+`ContainerLauncher` hands the specification `container_spec(settings)` builds (container_spec.py,
+unit-tested without Docker) to testcontainers' `DockerContainer`, waits for readiness, keeps the logs, lets fault experiments
 kill and restart the server or reach the processes inside (`exec`, `processes`, `stub_pids`,
 `signal_process`), and removes the container at the end.
 
@@ -14,183 +12,19 @@ URLs the run already uses.
 from __future__ import annotations
 
 import dataclasses
-import re
 import shutil
 import signal
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported, serving_flags
-from .embedded import DEMO_REPOSITORY
-from .process import StubProcess, free_port, last_error_line, log_tail, stub_of
-from .schema import DEFAULT_SHM_SIZE
+from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported
+from .container_processes import LIST_PROCESSES_SCRIPT, parse_process_list, select_stubs
+from .container_spec import CONTAINER_REPOSITORY, GRPC_PORT, HTTP_PORT, METRICS_PORT, container_spec
+from .docker_engine import binding_address, container_memory, docker_failure, engine_address, short_error
+from .process import StubProcess, last_error_line, log_tail, stub_of
 from .settle import failed_models, settled
-from .ulimits import DEFAULT_ULIMITS, format_ulimits, parse_ulimits, refusal_line
-
-CONTAINER_REPOSITORY = "/models"
-HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
-# Triton's own advice for `docker run`: unlimited locked memory and a 64 MiB stack (the default of
-# --triton-ulimits / container.ulimits).
-ULIMITS = parse_ulimits(DEFAULT_ULIMITS)
-STUB_NAME = "triton_python_backend_stub"
-_SHM_SIZE = re.compile(r"^[1-9][0-9]*[bkmg]?$", re.IGNORECASE)
-_GPU_ID = re.compile(r"^([0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$")
-
-
-@dataclass(frozen=True)
-class GpuRequest:
-    """Which GPUs the container gets: every GPU (`all`), a list of indices or UUIDs, or none."""
-
-    all: bool = False
-    device_ids: tuple[str, ...] = ()
-
-    @property
-    def none(self) -> bool:
-        return not self.all and not self.device_ids
-
-    def describe(self) -> str:
-        return "all" if self.all else (",".join(self.device_ids) or "none")
-
-
-def parse_gpus(text: str | None, source: str = "default") -> GpuRequest:
-    """`all` (the default), `none`, or a comma-separated list of GPU indices or UUIDs."""
-    value = (text or "all").strip()
-    if value.lower() == "all":
-        return GpuRequest(all=True)
-    if value.lower() == "none":
-        return GpuRequest()
-    ids = tuple(part.strip() for part in value.split(",") if part.strip())
-    bad = [part for part in ids if not _GPU_ID.match(part)]
-    if not ids or bad:
-        raise LaunchError(f"--triton-gpus from {source}: expected all, none, or GPU indices/UUIDs like 0,1; "
-                          f"got {value!r}")
-    return GpuRequest(device_ids=ids)
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """Everything Docker is asked for; `run_kwargs()` is what docker-py's `containers.create` takes
-    beyond image, command, ports and volumes."""
-
-    image: str
-    command: tuple[str, ...]
-    model_repository: Path
-    gpus: GpuRequest
-    shm_size: str
-    host_ports: dict[int, int]
-    bind_address: str = "127.0.0.1"
-    environment: dict[str, str] = field(default_factory=dict)
-    ulimits: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(ULIMITS))
-    ulimits_origin: str = "default"  # where --triton-ulimits came from, for the engine's refusal
-
-    @property
-    def ports(self) -> dict[str, tuple[str, int]]:
-        """Container port -> (host address, host port), in docker-py's form."""
-        return {f"{port}/tcp": (self.bind_address, host) for port, host in self.host_ports.items()}
-
-    @property
-    def volumes(self) -> dict[str, dict[str, str]]:
-        """The model repository, mounted read-only where the server reads it."""
-        return {str(self.model_repository): {"bind": CONTAINER_REPOSITORY, "mode": "ro"}}
-
-    def device_requests(self) -> list[Any]:
-        """docker-py DeviceRequests for the GPUs (what `docker run --gpus` sends); empty for none."""
-        if self.gpus.none:
-            return []
-        from docker.types import DeviceRequest
-
-        if self.gpus.all:
-            return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        return [DeviceRequest(device_ids=list(self.gpus.device_ids), capabilities=[["gpu"]])]
-
-    def run_kwargs(self) -> dict[str, Any]:
-        from docker.types import Ulimit
-
-        kwargs: dict[str, Any] = {"shm_size": self.shm_size}
-        if self.ulimits:
-            kwargs["ulimits"] = [Ulimit(name=name, soft=soft, hard=hard) for name, (soft, hard) in self.ulimits.items()]
-        requests = self.device_requests()
-        if requests:
-            kwargs["device_requests"] = requests
-        return kwargs
-
-
-def server_command(exit_timeout_s: int = 30, extra_args: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
-    """tritonserver's arguments inside the container: the same serving flags as the embedded
-    launcher, on the image's default ports and all interfaces of the container, then `server.args`
-    (`extra_args`) last, so that they win over the defaults as on the embedded launcher."""
-    return (
-        "tritonserver",
-        f"--model-repository={CONTAINER_REPOSITORY}",
-        *serving_flags(exit_timeout_s),
-        f"--http-port={HTTP_PORT}",
-        f"--grpc-port={GRPC_PORT}",
-        f"--metrics-port={METRICS_PORT}",
-        *(str(arg) for arg in extra_args),
-    )
-
-
-def container_spec(settings, host_ports: dict[int, int] | None = None, bind_address: str = "127.0.0.1",
-                   exit_timeout_s: int = 30) -> ContainerSpec:
-    """The container the settings ask for. Raises LaunchError (one line naming the setting and
-    where it came from) for a missing image, a bad GPU list, shm size or repository."""
-    sources = getattr(settings, "sources", {})
-    image = (settings.triton_image or "").strip()
-    if not image:
-        raise LaunchError("--triton-launch=container needs --triton-image, e.g. nvcr.io/nvidia/tritonserver:24.10-py3")
-    repository = Path(settings.triton_model_repository or DEMO_REPOSITORY).resolve()
-    if not repository.is_dir():
-        raise LaunchError(f"--triton-model-repository from {sources.get('triton_model_repository', 'default')}: "
-                          f"{repository} is not a directory")
-    shm_size = str(getattr(settings, "triton_shm_size", None) or DEFAULT_SHM_SIZE).strip()
-    if not _SHM_SIZE.match(shm_size):
-        raise LaunchError(f"--triton-shm-size from {sources.get('triton_shm_size', 'default')}: expected a size "
-                          f"like 1g, 512m or 268435456, got {shm_size!r}")
-    gpus = parse_gpus(settings.triton_gpus, sources.get("triton_gpus", "default"))
-    if host_ports is None:
-        host_ports = {port: free_port() for port in (HTTP_PORT, GRPC_PORT, METRICS_PORT)}
-    extra_args = settings.section_model("server").args
-    ulimits_text = getattr(settings, "triton_ulimits", None) or DEFAULT_ULIMITS
-    try:
-        ulimits = parse_ulimits(ulimits_text)
-    except ValueError as exc:
-        raise LaunchError(f"--triton-ulimits from {sources.get('triton_ulimits', 'default')}: {exc}") from None
-    origins = getattr(settings, "origins", {})
-    return ContainerSpec(image, server_command(exit_timeout_s, extra_args), repository, gpus, shm_size.lower(),
-                         dict(host_ports), bind_address, ulimits=ulimits,
-                         ulimits_origin=origins.get("triton_ulimits", sources.get("triton_ulimits", "default")))
-
-
-def parse_process_list(text: str) -> list[tuple[int, str]]:
-    """`LIST_PROCESSES_SCRIPT`'s output (`/proc/PID/cmdline:ARGS`) -> [(pid, command line)]."""
-    processes = []
-    for line in text.splitlines():
-        match = _PROC_LINE.match(line.strip())
-        if match and match.group("cmdline").strip():
-            processes.append((int(match.group("pid")), match.group("cmdline").strip()))
-    return processes
-
-
-def select_stubs(processes: list[tuple[int, str]], repository: str, model: str | None = None) -> list[int]:
-    """Pids of python backend stubs among `processes`; with `model`, only that model's. A stub's
-    first argument is its model file, `<repository>/<model>/<version>/model.py`."""
-    pids = []
-    for pid, cmdline in processes:
-        argv = cmdline.split()
-        if not argv or not argv[0].endswith(STUB_NAME):
-            continue
-        if model is None or (len(argv) > 1 and argv[1].startswith(f"{repository.rstrip('/')}/{model}/")):
-            pids.append(pid)
-    return pids
-
-
-# Every process's command line in two processes (grep and tr), from /proc: no `ps` needed in the
-# image. Kernel threads and zombies have an empty cmdline and print nothing.
-LIST_PROCESSES_SCRIPT = "grep -a -H '' /proc/[0-9]*/cmdline 2>/dev/null | tr '\\000' ' '; true"
-_PROC_LINE = re.compile(r"^/proc/(?P<pid>[0-9]+)/cmdline:(?P<cmdline>.*)$")
 
 
 class ContainerLauncher:
@@ -207,7 +41,7 @@ class ContainerLauncher:
         self.settings = settings
         self.exit_timeout_s = exit_timeout_s
         self.startup_timeout_s = float(settings.triton_startup_timeout)
-        bind_address = _bind_address()
+        bind_address = binding_address()
         self.spec = container_spec(settings, bind_address=bind_address, exit_timeout_s=exit_timeout_s)
         # The server's processes live in the container: signalled through `docker exec`, restarted
         # with the container; its pid is a process of this host (memory readable) only when the
@@ -271,7 +105,7 @@ class ContainerLauncher:
             self._discard()
             if isinstance(exc, LaunchError):
                 raise
-            raise LaunchError(_docker_failure(exc, self.spec)) from None
+            raise LaunchError(docker_failure(exc, self.spec)) from None
         return self.endpoints
 
     def _discard(self) -> None:
@@ -310,7 +144,7 @@ class ContainerLauncher:
             client = docker.from_env(timeout=30)
             client.ping()
         except Exception as exc:
-            raise LaunchError(f"no Docker engine answers ({engine_address()}): {_short(exc)}") from None
+            raise LaunchError(f"no Docker engine answers ({engine_address()}): {short_error(exc)}") from None
         try:
             try:
                 client.images.get(self.spec.image)
@@ -320,7 +154,7 @@ class ContainerLauncher:
                     client.images.get(self.spec.image)
                 except Exception as exc:
                     raise LaunchError(f"image {self.spec.image} is not in the container engine "
-                                      f"({engine_address()}) and could not be pulled: {_short(exc)}") from None
+                                      f"({engine_address()}) and could not be pulled: {short_error(exc)}") from None
         finally:
             client.close()
 
@@ -489,84 +323,5 @@ class ContainerLauncher:
         try:
             stats = self.wrapped.stats(stream=False)
         except Exception as exc:
-            return None, f"container memory: the engine gave no stats: {_short(exc)}"
+            return None, f"container memory: the engine gave no stats: {short_error(exc)}"
         return container_memory(stats)
-
-
-def container_memory(stats: dict[str, Any]) -> tuple[float | None, str | None]:
-    """Memory in use from a Docker API stats document, as `docker stats` computes it."""
-    memory = stats.get("memory_stats") or {}
-    usage = memory.get("usage")
-    if not usage:
-        return None, ("container memory: the engine reports no memory usage for the container (no memory cgroup "
-                      "for it: cgroups off or not delegated to the engine)")
-    detail = memory.get("stats") or {}
-    cache = detail.get("total_inactive_file", detail.get("inactive_file", 0)) or 0
-    return float(usage - cache if cache < usage else usage), None
-
-
-def engine_address() -> str:
-    """Where docker-py looks for the engine, for messages."""
-    import os
-
-    host = os.environ.get("DOCKER_HOST")
-    return f"DOCKER_HOST={host}" if host else "DOCKER_HOST unset: /var/run/docker.sock"
-
-
-def _short(exc: Exception, limit: int = 200) -> str:
-    return " ".join(str(exc).split())[:limit] or type(exc).__name__
-
-
-def _bind_address() -> str:
-    """Loopback when the engine runs on this host and shares its network with the runner; every
-    interface otherwise, since the engine's loopback is not the runner's. A runner in a container
-    (/.dockerenv) whose engine is reached through a local socket is on the engine's host when the
-    engine answers with this host's name (podman in the same sandbox); otherwise it is a sibling
-    container of the runner (the host's socket mounted in)."""
-    try:
-        from testcontainers.core.docker_client import get_docker_host
-        from testcontainers.core.utils import inside_container
-    except ImportError:
-        return "127.0.0.1"
-    host = get_docker_host() or ""
-    if host.startswith(("tcp://", "ssh://", "http://", "https://")):
-        return "0.0.0.0"
-    if not inside_container():
-        return "127.0.0.1"
-    return "127.0.0.1" if engine_on_this_host() else "0.0.0.0"
-
-
-def engine_on_this_host() -> bool:
-    """The engine reports this host's name (docker info `Name`): it runs beside the runner."""
-    import socket
-
-    try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        try:
-            return client.info().get("Name") == socket.gethostname()
-        finally:
-            client.close()
-    except Exception:
-        return False
-
-
-def _docker_failure(exc: Exception, spec: ContainerSpec) -> str:
-    """One readable line for what Docker answered."""
-    text = " ".join(str(exc).split())
-    refused = refusal_line(text, format_ulimits(spec.ulimits), spec.ulimits_origin)
-    if refused:
-        return refused
-    if "ryuk" in text.lower():
-        return ("testcontainers could not start its Ryuk reaper container (its image cannot be pulled here?): set "
-                f"TESTCONTAINERS_RYUK_DISABLED=true ({text[:200]})")
-    if "could not select device driver" in text or "nvidia-container" in text:
-        return (f"Docker could not give the container GPUs ({spec.gpus.describe()}): install the NVIDIA "
-                f"Container Toolkit, or run without GPUs with --triton-gpus=none ({text[:200]})")
-    if any(word in text for word in ("Error while fetching server API version", "Connection refused",
-                                     "FileNotFoundError", "No such file or directory")):
-        return f"no Docker engine answers ({engine_address()}): {text[:200]}"
-    if "not found" in text.lower() and spec.image in text:
-        return f"image {spec.image} could not be pulled: {text[:200]}"
-    return f"Docker failed to start {spec.image}: {type(exc).__name__}: {text[:300]}"

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TritonReadyError
-from .traffic import Traffic, TrafficPlan, TrafficResult, Window, summarize
+from .traffic import Traffic, TrafficPlan, TrafficResult, Window
+from .window_recorder import summarize
 from .workers import WindowAssembler, _merge_parts, _merge_sightings, split
 
 RESOURCE = "triton_load"

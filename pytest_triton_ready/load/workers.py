@@ -21,7 +21,8 @@ from typing import Any
 from .senders import make_sender
 from .server_side import window_delta
 from .stats import Tally
-from .traffic import Sighting, Traffic, TrafficPlan, TrafficResult, Window, summarize
+from .traffic import Traffic, TrafficPlan, TrafficResult, Window
+from .window_recorder import Sighting, summarize
 
 IN_FLIGHT_PER_WORKER = 32
 RATE_PER_WORKER = 4000.0

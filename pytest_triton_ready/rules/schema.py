@@ -32,5 +32,5 @@ class LintSection(Section):
     @property
     def measures_model_memory(self) -> bool:
         """Whether CFG-1 measures model memory: unless turned off; a server the run does not own
-        also needs `reload` allowed (plan.Policy decides that)."""
+        also needs `reload` allowed (policy.Policy decides that)."""
         return self.measure_model_memory is not False

@@ -1,4 +1,6 @@
-"""The run plan: what is under test, who owns it, and every action that will change or stress it.
+"""What a run may do to the server under test (the policy), the load ceiling that holds it to that,
+and the run plan that says so before the first check: what is under test, who owns it, and every
+action that will change or stress it.
 
 A run against a server it does not own (`--triton-launch=attach`, the default with `--triton-url`)
 is safe by default: nothing that changes the server (a load, an unload, a config override, a
