@@ -79,7 +79,8 @@ def _streaming_noise(triton, check, model, fact):
     """({noise kind: relative standard error}, {key: repeat value}) from STREAMING_REPEATS streaming
     measurements of `model` at the concurrency of PERF-2's best point; a repeat counts for the
     token capacity only when every measurement is valid and its mean TTFT p99 within the SLO."""
-    from pytest_triton_ready.load.streaming import StreamingLoad, StreamingPlan
+    from pytest_triton_ready.load.streaming import StreamingLoad
+    from pytest_triton_ready.load.streaming_requests import StreamingPlan
 
     client = triton.client
     plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))

@@ -31,15 +31,9 @@ from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, Str
 from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm, report_stuck
 from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.rules import FAIL, UNDECIDED, judge
-from pytest_triton_ready.load.streaming import (
-    StreamingLoad,
-    StreamingPlan,
-    answer_values,
-    generate_stream,
-    sse_body,
-    stream_arrays,
-)
+from pytest_triton_ready.load.streaming import StreamingLoad
 from pytest_triton_ready.load.streaming_confidence import slo_rules, streaming_estimate
+from pytest_triton_ready.load.streaming_requests import StreamingPlan
 from pytest_triton_ready.load.streaming_rules import (
     FIRST_RESPONSE_FAMILIES,
     SUCCESS_COUNTER,
@@ -54,6 +48,8 @@ from pytest_triton_ready.load.streaming_rules import (
     server_counted_requests,
     streaming_slo,
 )
+from pytest_triton_ready.load.streaming_single import answer_values, stream_arrays
+from pytest_triton_ready.load.streaming_sse import generate_stream, sse_body
 from pytest_triton_ready.models import initial_state_of, instance_count, ready_decoupled_models
 
 pytestmark = pytest.mark.usefixtures("triton")

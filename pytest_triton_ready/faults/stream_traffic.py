@@ -20,7 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..load.streaming import StreamingLoad, StreamingPlan, StreamingResult, stream_once
+from ..load.streaming import StreamingLoad, StreamingResult
+from ..load.streaming_requests import StreamingPlan
+from ..load.streaming_single import stream_once
 from ..load.timeline import Timeline
 from .probes import InstanceProbe
 
