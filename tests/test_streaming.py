@@ -42,7 +42,7 @@ def test_healthy_streaming_model_passes_every_streaming_check(run_checklist, pyt
     report = run.report
     curve = [line.split(" s: ", 1)[-1] for line in run.outcome.outlines
              if line.startswith("  PERF-2 test_streaming_tokens_and_ttft_curve ... ")]
-    assert [f"generate: {c} streams (point {n} of 3, 1 s each)" for n, c in ((1, 1), (2, 2), (3, 4))] == [
+    assert [f"generate: {c} streams (point {n} of 3, 1 s, longer while undecided)" for n, c in ((1, 1), (2, 2), (3, 4))] == [
         step for step in curve if "streams (point" in step], curve
     assert any(line.startswith("  PERF-3 test_streaming_soak_every_request_finishes ... ")
                for line in run.outcome.outlines)  # the stream soak is not the soak with a line of its own
@@ -82,6 +82,9 @@ def test_healthy_streaming_model_passes_every_streaming_check(run_checklist, pyt
     assert counter["passed"] and counter["value"] >= mon1_numbers["requests the client completed"]["value"] >= 1
     perf2 = run.result("test_streaming_tokens_and_ttft_curve")
     assert [c["x_label"] for c in perf2["charts"]] == ["concurrency (streams)", "concurrency (streams)"]
+    drawn = [[s["name"] for s in c["series"]] for c in perf2["charts"]]
+    assert drawn[0][:3] == ["tokens/s", "tokens/s 95% interval low", "tokens/s 95% interval high"], drawn
+    assert drawn[1][:3] == ["TTFT p99", "TTFT p99 95% interval low", "TTFT p99 95% interval high"], drawn
     # The demo keeps its requests inside Triton's iterative sequence batcher: SIGTERM drains them first
     sigterm = run.result("test_streaming_sigterm_ends_streams_cleanly")
     perf4 = _measures(sigterm, "generate")

@@ -14,7 +14,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,7 @@ class StreamingResult:
     in_flight_at_stop: list[StuckRequest]
     events: list[tuple[float, str]]
     timeline: Timeline | None = None
+    decided_at_s: float | None = None  # the look at which its rules were decided (None: ran its length)
 
     def to_dict(self) -> dict[str, Any]:
         return {"stats": self.stats.to_dict(), "in_flight_at_stop": [vars(s) for s in self.in_flight_at_stop],
@@ -178,6 +179,9 @@ class StreamingLoad:
     `rate=R`: open loop, requests due at R/s (Poisson with `poisson=True`) spread over `users`
     streams; latency counts from the due time; a request overdue by `late_drop_s` is dropped.
     Runs in a background thread with its own event loop: `start()`, `stop()`, or `run()`.
+    `looks_s` and `stop_when`: at each of these seconds after the warm-up, `stop_when` is given
+    the stats measured so far, and the measurement ends (as at `duration_s`) when it answers
+    True (load/streaming_looks.py); `result.decided_at_s` says at which look.
     """
 
     def __init__(self, grpc_url: str, plan: StreamingPlan, *, concurrency: int | None = None,
@@ -185,7 +189,8 @@ class StreamingLoad:
                  duration_s: float | None = None, warmup_s: float = 0.0, deadline_s: float = 30.0,
                  prompts: PromptSource | None = None, max_tokens: int = 32, headers: Mapping[str, str] | None = None,
                  keep_records: int = 0, keep_text: bool = False, late_drop_s: float = 0.5, seed: int | None = None,
-                 timeline_bin_s: float | None = None, reconnect: bool = False, version: str | None = None) -> None:
+                 timeline_bin_s: float | None = None, reconnect: bool = False, version: str | None = None,
+                 looks_s: Sequence[float] = (), stop_when: Callable[[StreamStats], bool] | None = None) -> None:
         if (concurrency is None) == (rate is None):
             raise ValueError("give either concurrency (closed loop) or rate (open loop)")
         self.grpc_url = grpc_url
@@ -221,6 +226,9 @@ class StreamingLoad:
         self.version = version
         self._started = threading.Event()
         self._stub: Any = None
+        self.looks_s = sorted(looks_s) if stop_when is not None else []
+        self.stop_when = stop_when
+        self.decided_at_s: float | None = None
 
     # -- control from any thread ----------------------------------------------------------------
     def start(self) -> StreamingLoad:
@@ -245,6 +253,10 @@ class StreamingLoad:
 
     def run(self) -> StreamingResult:
         return self.start().wait()
+
+    def running(self) -> bool:
+        """True from `start()` until the traffic has ended."""
+        return self._thread is not None and self._thread.is_alive()
 
     def event(self, name: str) -> None:
         now = time.monotonic()
@@ -322,15 +334,21 @@ class StreamingLoad:
         if self.timeline is not None:
             self.timeline.finish(time.monotonic())
         self._result = StreamingResult(self.tally.summary(), self.warm_tally.summary() if self.warmup_s else None,
-                                       self.records, leftover, self.events, self.timeline)
+                                       self.records, leftover, self.events, self.timeline, self.decided_at_s)
 
     def _open(self, user: int) -> UserStream:
         return UserStream(self._stub, user, self.metadata, self.plan.token_output, self.keep_text)
 
     async def _watch_stop(self, end: float | None) -> None:
+        looks = list(self.looks_s)
         while not self._stop.is_set():
             if end is not None and time.monotonic() >= end:
                 return
+            if looks and time.monotonic() >= self._t0 + self.warmup_s + looks[0]:
+                look = looks.pop(0)
+                if looks and self.stop_when is not None and self.stop_when(self.tally.summary()):
+                    self.decided_at_s = look
+                    return
             if self.timeline is not None:
                 self.timeline.tick(time.monotonic())
             await asyncio.sleep(0.02)

@@ -80,7 +80,8 @@ class StuckRequest:
 class StreamSample:
     """What the confidence intervals need of one ended request (load/streaming_confidence.py):
     when it ended, its first and last response with output (monotonic s), its TTFT and ITL (s;
-    None for a failed request or one without them) and the output tokens it got."""
+    None for a failed request or one without them), the output tokens it got, and whether it
+    succeeded (a final response without an error; a stuck request did not)."""
 
     end: float
     ttft_s: float | None
@@ -88,6 +89,7 @@ class StreamSample:
     tokens: int
     first: float | None = None
     last: float | None = None
+    ok: bool = True
 
 
 def _fold(message: str) -> str:
@@ -118,7 +120,7 @@ class StreamTally:
         """A request that ended (final response, or an error)."""
         ok = rec.error is None
         self.samples.append(StreamSample(rec.end if rec.end is not None else rec.start, rec.ttft_s if ok else None,
-                                         rec.itl_s if ok else None, rec.tokens, rec.first, rec.last_data))
+                                         rec.itl_s if ok else None, rec.tokens, rec.first, rec.last_data, ok))
         self.responses += rec.responses
         self.tokens += rec.tokens
         self.user_tokens[rec.user] += rec.tokens
@@ -143,7 +145,7 @@ class StreamTally:
         self.responses += rec.responses
         self.tokens += rec.tokens
         self.user_tokens[rec.user] += rec.tokens
-        self.samples.append(StreamSample(now, None, None, rec.tokens, rec.first, rec.last_data))
+        self.samples.append(StreamSample(now, None, None, rec.tokens, rec.first, rec.last_data, False))
         self.stuck.append(StuckRequest(rec.id, rec.user, rec.tokens, rec.responses, now - (rec.sent or rec.start)))
 
     def summary(self) -> StreamStats:
