@@ -31,7 +31,8 @@ def _threshold(overrides: dict[str, float] | None = None):
 
 def test_the_looks_come_at_the_configured_length_then_twice_as_long_and_at_the_window_budget():
     assert LOOKS.times_s == (6.0, 12.0, 20.0)
-    assert StreamingLooks(3.0, 20.0).times_s == (3.0, 6.0, 12.0, 20.0)
+    assert StreamingLooks(3.0, 20.0).times_s == (3.0, 10.0, 20.0)  # never more than three looks
+    assert StreamingLooks(12.0, 20.0).times_s == (12.0, 20.0)
     assert StreamingLooks(30.0, 30.0).times_s == (30.0,)  # as long as the budget allows: one look
     assert LOOKS.level == pytest.approx(1 - 0.05 / 3)  # Bonferroni over the looks, as the unary engine
 
@@ -159,3 +160,44 @@ def test_the_engine_runs_to_its_longest_while_undecided_and_does_not_ask_at_the_
     asyncio.run(load._watch_stop(load._t0 + 0.2))
     assert load.decided_at_s is None and len(seen) == 2  # the last look is the end itself
     assert time.monotonic() - started >= 0.19
+
+
+def test_the_streaming_curve_charts_draw_each_points_interval():
+    from pytest_triton_ready.load.streaming_curve import concurrencies, curve_charts
+    from pytest_triton_ready.load.streaming_rules import CurvePoint
+
+    assert concurrencies(16) == [1, 2, 4, 8, 16] and concurrencies(1) == [1]
+    points = [CurvePoint.measured(c, recorded_stream(users=c, seed=c), success_min=0.999, min_requests=10,
+                                  level=LOOKS.level, window_s=2.0, shown_level=0.95) for c in (1, 2, 4)]
+    charts = curve_charts(points, 1000.0)
+    assert list(charts["tokens"]) == ["tokens/s", "tokens/s 95% interval low", "tokens/s 95% interval high"]
+    assert list(charts["ttft"]) == ["TTFT p99", "TTFT p99 95% interval low", "TTFT p99 95% interval high", "SLO"]
+    ttft = charts["ttft"]
+    for (c, value), (_, low), (_, high) in zip(ttft["TTFT p99"], ttft["TTFT p99 95% interval low"],
+                                               ttft["TTFT p99 95% interval high"], strict=True):
+        assert low <= value <= high, c
+    lows = dict(charts["tokens"]["tokens/s 95% interval low"])
+    assert all(lows[p.concurrency] <= p.tokens_per_s for p in points)
+
+
+def test_a_point_without_an_interval_is_drawn_without_one():
+    from pytest_triton_ready.load.streaming_curve import curve_charts
+    from pytest_triton_ready.load.streaming_rules import CurvePoint
+
+    charts = curve_charts([CurvePoint(1, 100.0, 50.0)], 1000.0)
+    assert list(charts["tokens"]) == ["tokens/s"] and list(charts["ttft"]) == ["TTFT p99", "SLO"]
+
+
+def test_a_measurement_decided_at_a_look_reports_the_stats_it_was_decided_on_unless_a_failure_came_after():
+    from pytest_triton_ready.load.streaming import measured_stats
+    from pytest_triton_ready.load.streaming_stats import StuckRequest
+
+    decided = recorded_stream(duration_s=2.0)
+    final = recorded_stream(duration_s=2.6)  # the requests in flight at the look ended afterwards
+    assert measured_stats(final, None) is final  # ran its length
+    assert measured_stats(final, decided) is decided
+    final.stuck.append(StuckRequest("u0-r9", 0, 3, 3, 10.0))
+    assert measured_stats(final, decided) is final  # a stuck request is never left out
+    failed = recorded_stream(duration_s=2.6)
+    failed.errors["the stream closed"] = 1
+    assert measured_stats(failed, decided) is failed

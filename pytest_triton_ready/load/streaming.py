@@ -47,6 +47,16 @@ def default_prompts(max_tokens: int, seed: int | None = None) -> PromptSource:
     return shipped_prompts(max_tokens, seed)
 
 
+def measured_stats(final: StreamStats, decided: StreamStats | None) -> StreamStats:
+    """What a measurement reports: the stats its rules were decided on at a look (the requests
+    that ended by then; those still in flight end afterwards and would only add a sparse tail),
+    unless a request stuck or failed after that look (then everything: a failure is never left
+    out); all of it when it ran its length."""
+    if decided is None or len(final.stuck) > len(decided.stuck) or final.count_errors > decided.count_errors:
+        return final
+    return decided
+
+
 class UserStream:
     """One virtual user's bidirectional stream: writes serialized, responses dispatched by id."""
 
@@ -181,7 +191,8 @@ class StreamingLoad:
     Runs in a background thread with its own event loop: `start()`, `stop()`, or `run()`.
     `looks_s` and `stop_when`: at each of these seconds after the warm-up, `stop_when` is given
     the stats measured so far, and the measurement ends (as at `duration_s`) when it answers
-    True (load/streaming_looks.py); `result.decided_at_s` says at which look.
+    True (load/streaming_looks.py); `result.decided_at_s` says at which look, and `result.stats`
+    are those it was decided on (`measured_stats`).
     """
 
     def __init__(self, grpc_url: str, plan: StreamingPlan, *, concurrency: int | None = None,
@@ -229,6 +240,7 @@ class StreamingLoad:
         self.looks_s = sorted(looks_s) if stop_when is not None else []
         self.stop_when = stop_when
         self.decided_at_s: float | None = None
+        self._decided_stats: StreamStats | None = None
 
     # -- control from any thread ----------------------------------------------------------------
     def start(self) -> StreamingLoad:
@@ -333,7 +345,8 @@ class StreamingLoad:
             del in_flight
         if self.timeline is not None:
             self.timeline.finish(time.monotonic())
-        self._result = StreamingResult(self.tally.summary(), self.warm_tally.summary() if self.warmup_s else None,
+        self._result = StreamingResult(measured_stats(self.tally.summary(), self._decided_stats),
+                                       self.warm_tally.summary() if self.warmup_s else None,
                                        self.records, leftover, self.events, self.timeline, self.decided_at_s)
 
     def _open(self, user: int) -> UserStream:
@@ -346,8 +359,9 @@ class StreamingLoad:
                 return
             if looks and time.monotonic() >= self._t0 + self.warmup_s + looks[0]:
                 look = looks.pop(0)
-                if looks and self.stop_when is not None and self.stop_when(self.tally.summary()):
-                    self.decided_at_s = look
+                snapshot = self.tally.summary()
+                if looks and self.stop_when is not None and self.stop_when(snapshot):
+                    self.decided_at_s, self._decided_stats = look, snapshot
                     return
             if self.timeline is not None:
                 self.timeline.tick(time.monotonic())

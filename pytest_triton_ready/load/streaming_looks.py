@@ -2,8 +2,8 @@
 (load/rules.py's look schedule).
 
 It looks at its rules after its configured length (`streaming_duration_s` for PERF-1,
-`streaming_curve_point_s` for a PERF-2 point), then after twice as long each time, and at its
-longest: the window budget (`load_max_windows` x `load_window_s`), or less where the run budget
+`streaming_curve_point_s` for a PERF-2 point), then at half its longest (at least twice the
+configured length), and at its longest: the window budget (`load_max_windows` x `load_window_s`), or less where the run budget
 (`budget.current()`) leaves less, never less than the configured length. Each look's intervals are
 at 1 - (1 - `load_confidence`) / looks, so that stopping at the first look that agrees does not
 decide on luck. It stops at the first look where
@@ -53,13 +53,15 @@ class StreamingLooks:
 
     @property
     def times_s(self) -> tuple[float, ...]:
-        """The configured length, then twice as long each time, then the longest: 6, 12, 20 s for
-        a 6 s measurement with 10 windows of 2 s (3, 6, 12, 20 s for 3 s)."""
-        looks, t = [], self.first_s
-        while t < self.longest_s - 1e-9:
-            looks.append(t)
-            t *= 2
-        return (*looks, self.longest_s)
+        """At most three looks, as the unary schedule's 3, 6 and 10 windows: the configured length,
+        then half the longest but at least twice the configured length, then the longest (6, 12
+        and 20 s for a 6 s measurement with 10 windows of 2 s; 3, 10 and 20 s for 3 s). More looks
+        would widen every look's interval."""
+        if self.first_s >= self.longest_s - 1e-9:
+            return (self.first_s,)
+        middle = max(2 * self.first_s, self.longest_s / 2)
+        return (self.first_s, middle, self.longest_s) if middle < self.longest_s - 1e-9 else (self.first_s,
+                                                                                              self.longest_s)
 
     @property
     def level(self) -> float:
