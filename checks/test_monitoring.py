@@ -74,7 +74,8 @@ PROBE_REQUESTS_PER_MODEL = 10
 
 def _stream_once(triton, model, prompt):
     """One streamed request to a decoupled model (2 tokens), waited for until its final response."""
-    from pytest_triton_ready.load.streaming import StreamingPlan, stream_once
+    from pytest_triton_ready.load.streaming_requests import StreamingPlan
+    from pytest_triton_ready.load.streaming_single import stream_once
 
     plan = StreamingPlan.from_metadata(model, triton.client.model_metadata(model), triton.client.model_config(model),
                                       declared=triton.client.declared)

@@ -236,9 +236,10 @@ def test_malformed_requests_get_clean_errors(triton, triton_settings, check):
 
 
 def _malformed_streams(triton, check, model, oversize, large_refused, table):
-    """SEC-3's cases for one decoupled model, each on its own gRPC stream (security/streaming.py)."""
-    from pytest_triton_ready.load.streaming import StreamingPlan, send_request
-    from pytest_triton_ready.security.streaming import good_request, send_case, streaming_cases
+    """SEC-3's cases for one decoupled model, each on its own gRPC stream (security/malformed_streams.py)."""
+    from pytest_triton_ready.load.streaming_requests import StreamingPlan
+    from pytest_triton_ready.load.streaming_single import send_request
+    from pytest_triton_ready.security.malformed_streams import good_request, send_case, streaming_cases
 
     client, grpc_url, headers = triton.client, triton.endpoints.grpc_url, triton.settings.headers
     plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model),

@@ -42,8 +42,8 @@ def test_healthy_streaming_model_passes_every_streaming_check(run_checklist, pyt
     report = run.report
     curve = [line.split(" s: ", 1)[-1] for line in run.outcome.outlines
              if line.startswith("  PERF-2 test_streaming_tokens_and_ttft_curve ... ")]
-    assert [f"generate: {c} streams (point {n} of 3, 1 s each)" for n, c in ((1, 1), (2, 2), (3, 4))] == [
-        step for step in curve if "streams (point" in step], curve
+    assert [f"generate: {c} streams (point {n} of 3, 1 s, longer while undecided)" for n, c in ((1, 1), (2, 2), (3, 4))] == [
+        step for step in curve if "streams (point" in step and not step.startswith("waiting for")], curve
     assert any(line.startswith("  PERF-3 test_streaming_soak_every_request_finishes ... ")
                for line in run.outcome.outlines)  # the stream soak is not the soak with a line of its own
     verdicts = {r["nodeid"].split("::")[-1]: r["verdict"] for r in report["results"]}
@@ -82,6 +82,14 @@ def test_healthy_streaming_model_passes_every_streaming_check(run_checklist, pyt
     assert counter["passed"] and counter["value"] >= mon1_numbers["requests the client completed"]["value"] >= 1
     perf2 = run.result("test_streaming_tokens_and_ttft_curve")
     assert [c["x_label"] for c in perf2["charts"]] == ["concurrency (streams)", "concurrency (streams)"]
+    lengths = [e["text"] for e in perf2["evidence"] if "measurement length" in e["label"]]
+    assert len(lengths) == 3 and all(t.startswith(("decided at the look after", "measured to its longest")) for t in lengths)
+    print("PERF-2 point lengths:", lengths)
+    print("PERF-1 length:", [e["text"] for e in run.result("test_streaming_slo_at_target_load")["evidence"]
+                             if "measurement length" in e["label"]])
+    drawn = [[s["name"] for s in c["series"]] for c in perf2["charts"]]
+    assert drawn[0][:3] == ["tokens/s", "tokens/s 95% interval low", "tokens/s 95% interval high"], drawn
+    assert drawn[1][:3] == ["TTFT p99", "TTFT p99 95% interval low", "TTFT p99 95% interval high"], drawn
     # The demo keeps its requests inside Triton's iterative sequence batcher: SIGTERM drains them first
     sigterm = run.result("test_streaming_sigterm_ends_streams_cleanly")
     perf4 = _measures(sigterm, "generate")

@@ -10,7 +10,6 @@ import pytest
 
 from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED, Rule, judge
 from pytest_triton_ready.load.judged import record_judgement
-from pytest_triton_ready.load.streaming import RequestRecord, StreamTally
 from pytest_triton_ready.load.streaming_confidence import (
     MIN_WINDOWS,
     measurement_windows,
@@ -19,6 +18,7 @@ from pytest_triton_ready.load.streaming_confidence import (
     ttft_rule,
 )
 from pytest_triton_ready.load.streaming_rules import CurvePoint, judge_curve
+from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue

@@ -11,16 +11,8 @@ import numpy as np
 import pytest
 
 from pytest_triton_ready.demo.answers import VOCABULARY, expected_tokens
-from pytest_triton_ready.load.streaming import (
-    EMPTY_FINAL,
-    STREAMING_DEMO_REPOSITORY,
-    RequestRecord,
-    StreamingPlan,
-    StreamTally,
-    build_request,
-    is_final,
-    response_tokens,
-)
+from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
+from pytest_triton_ready.load.streaming_requests import EMPTY_FINAL, StreamingPlan, build_request, is_final, response_tokens
 from pytest_triton_ready.load.streaming_rules import (
     CurvePoint,
     bucket_delta,
@@ -30,6 +22,7 @@ from pytest_triton_ready.load.streaming_rules import (
     readiness_gates,
     streaming_slo,
 )
+from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 
@@ -326,8 +319,9 @@ DEMO_METADATA = {"inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [-1
 
 
 def test_fault_traffic_and_probes_of_a_streaming_model_count_streams_without_a_final_response_as_failed():
-    from pytest_triton_ready.faults.streaming import STUCK, StreamingTrafficResult, judge_probe
-    from pytest_triton_ready.load.streaming import StreamingResult, StuckRequest
+    from pytest_triton_ready.faults.stream_traffic import STUCK, StreamingTrafficResult, judge_probe
+    from pytest_triton_ready.load.streaming import StreamingResult
+    from pytest_triton_ready.load.streaming_stats import StuckRequest
 
     def record(rid, text=None, error=None, final=True):
         return RequestRecord(rid, 0, 1.0, sent=1.0, end=1.2, final=final and error is None, error=error,
@@ -373,7 +367,7 @@ def test_the_streaming_engine_bins_ends_errors_and_drops_on_a_timeline():
 
 def test_malformed_streamed_requests_break_one_thing_each():
     from pytest_triton_ready.security.malformed import UNKNOWN_MODEL
-    from pytest_triton_ready.security.streaming import good_request, streaming_cases
+    from pytest_triton_ready.security.malformed_streams import good_request, streaming_cases
 
     plan = StreamingPlan.from_metadata("generate", DEMO_METADATA, {"max_batch_size": 16})
     good = good_request(plan)
@@ -422,7 +416,7 @@ def test_the_rollout_watcher_asks_only_its_own_client_from_its_thread():
 
 
 def _stream_stats(completed, tokens_per_s, ttft_p99, *, errors=0, stuck=0):
-    from pytest_triton_ready.load.streaming import StreamStats, StuckRequest
+    from pytest_triton_ready.load.streaming_stats import StreamStats, StuckRequest
 
     return StreamStats(completed=completed, errors={"failed": errors} if errors else {},
                        stuck=[StuckRequest(f"r{n}", 0, 1, 1, 10.0) for n in range(stuck)], dropped=0, duration_s=3.0,

@@ -123,7 +123,8 @@ def streaming_noise(triton: Any, check: CheckRecorder, model: str,
     """({noise kind: relative standard error}, {key: repeat value}) from STREAMING_REPEATS streaming
     measurements of `model` at the concurrency of PERF-2's best point; a repeat counts for the
     token capacity only when every measurement is valid and its mean TTFT p99 within the SLO."""
-    from ..load.streaming import StreamingLoad, StreamingPlan
+    from ..load.streaming import StreamingLoad
+    from ..load.streaming_requests import StreamingPlan
 
     client = triton.client
     plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))

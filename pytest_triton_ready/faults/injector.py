@@ -9,7 +9,7 @@ experiment leaves the server ready, every instance answering, before it returns 
 checks after it measure a healthy server.
 
 On a decoupled (streaming) model the traffic is streamed and the probes are streamed requests
-(faults/streaming.py): a forced reload, a rollout and a crash + restart run the same way on it.
+(faults/stream_traffic.py): a forced reload, a rollout and a crash + restart run the same way on it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from ..load.streaming import stream_once
+from ..load.streaming_single import stream_once
 from ..models import initial_state_of, instance_count, is_decoupled
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared_experiments import DECLARED
@@ -132,7 +132,7 @@ class FaultInjector:
         return is_decoupled(self.client.model_config(model))
 
     def streaming_plan(self, model: str, client: Any = None):
-        from .streaming import streaming_plan
+        from .stream_traffic import streaming_plan
 
         return streaming_plan(client or self.client, model)
 
@@ -149,7 +149,7 @@ class FaultInjector:
         """Real requests over every instance of `model`: unary, or streamed for a decoupled model."""
         config = (client or self.client).model_config(model, fresh=True)
         if is_decoupled(config):
-            from .streaming import StreamingProber
+            from .stream_traffic import StreamingProber
 
             return StreamingProber(self.target.endpoints.grpc_url, self.streaming_plan(model, client),
                                    instance_count(config), self.plan.probe_span_s, self.target.settings.headers)
@@ -161,7 +161,7 @@ class FaultInjector:
         model) a streamed request over `grpc_url` (default the server's), else a unary one through
         `client`. Safe from any thread when `client` belongs to it: nothing else is asked."""
         if plan is not None:
-            from .streaming import PROBE_TEXT, PROBE_TOKENS
+            from .stream_traffic import PROBE_TEXT, PROBE_TOKENS
 
             answer = stream_once(grpc_url or self.target.endpoints.grpc_url, plan, PROBE_TEXT, PROBE_TOKENS,
                                  timeout_s=5.0, headers=self.target.settings.headers, version=version)
@@ -252,7 +252,7 @@ class FaultInjector:
         `grpc_url`, default the server's), else the load engine's (`engine`, default the run's)."""
         plan = self.plan
         if self.is_streaming(model):
-            from .streaming import StreamingTraffic
+            from .stream_traffic import StreamingTraffic
 
             return StreamingTraffic(grpc_url or self.target.endpoints.grpc_url, self.streaming_plan(model, client),
                                     plan.rate_per_s, headers=self.target.settings.headers, late_drop_s=plan.late_drop_s)

@@ -1,6 +1,6 @@
 """PERF-4 on a decoupled (streaming) model, through the one fault skeleton (experiment.py):
 SIGTERM with streams in flight (`StreamingSigterm`) and one python backend stub killed under
-streams (`StreamingDeadStub`). Their traffic is `StreamingTraffic` (faults/streaming.py); their
+streams (`StreamingDeadStub`). Their traffic is `StreamingTraffic` (faults/stream_traffic.py); their
 steady state is every stream producing tokens with no error (`timeline.streams_steady`).
 
 - SIGTERM: sent the moment a stream is in flight; the clients keep their streams until the
@@ -24,7 +24,7 @@ from ..models import instance_count
 from .experiment import Experiment, one_line
 from .outcomes import NOTHING_IN_FLIGHT, Outcome
 from .probes import wait_until
-from .streaming import StreamingTraffic
+from .stream_traffic import StreamingTraffic
 from .timeline import SteadyState, streams_steady
 
 DEAD_STUB_OBSERVE_S = 3.0

@@ -12,7 +12,10 @@ a rule on them is decided by load/decision.py's `judge`:
 - `output tokens/s`: each request's tokens spread evenly from its first to its last response
   with output (when they came, not when the request ended: a window is not emptied or filled by
   where long requests happen to end); `batch_means` of each window's tokens / its length. The
-  value is all output tokens / the span, as StreamStats reports it (the windows' mean).
+  value is all output tokens / the span, as StreamStats reports it (the windows' mean);
+- `success rate`: each ended request (a stuck one failed) counts in the window in which it ended;
+  `batch_means` of each window's share of successes, clipped at 1. The value is all successes /
+  all ended requests.
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ class StreamWindow:
     ttft: LatencyHistogram = field(default_factory=LatencyHistogram)
     itl: LatencyHistogram = field(default_factory=LatencyHistogram)
     tokens: float = 0.0
+    ended: int = 0
+    succeeded: int = 0
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.succeeded / self.ended if self.ended else None
 
     @property
     def tokens_per_s(self) -> float:
@@ -59,6 +68,8 @@ def stream_windows(samples: Sequence[Any], start: float, end: float, window_s: f
     for sample in samples:
         window = windows[index(sample.end)]
         _spread_tokens(windows, sample, index)
+        window.ended += 1
+        window.succeeded += int(getattr(sample, "ok", True))
         if sample.ttft_s is not None:
             window.ttft.record_s(sample.ttft_s)
         if sample.itl_s is not None:
@@ -88,12 +99,18 @@ def measurement_windows(stats: Any, window_s: float) -> list[StreamWindow]:
 
 
 def streaming_estimate(statistic: str, stats: Any, level: float, window_s: float) -> Estimate:
-    """`statistic` ('ttft p99', 'itl p99', any percentile of either, or 'output tokens/s') of a
+    """`statistic` ('ttft p99', 'itl p99', any percentile of either, 'output tokens/s' or 'success
+    rate') of a
     StreamStats with its interval at `level` (None where fewer than two windows have a value)."""
     windows = measurement_windows(stats, window_s)
     if statistic == "output tokens/s":
         value = stats.output_tokens_per_s if stats.duration_s > 0 else None
         return Estimate(statistic, value, clipped(batch_means([w.tokens_per_s for w in windows], level)), len(windows))
+    if statistic == "success rate":
+        ended = sum(w.ended for w in windows)
+        rates = [w.success_rate for w in windows if w.success_rate is not None]
+        return Estimate(statistic, sum(w.succeeded for w in windows) / ended if ended else None,
+                        clipped(batch_means(rates, level), 1.0), len(windows))
     kind, _, name = statistic.partition(" ")
     if kind not in ("ttft", "itl") or not name.startswith("p"):
         raise ValueError(f"unknown streaming statistic {statistic!r}")
@@ -110,6 +127,12 @@ def streaming_estimate(statistic: str, stats: Any, level: float, window_s: float
 
 def ttft_rule(budget_ms: float) -> Rule:
     return Rule("TTFT p99", "ttft p99", "<=", float(budget_ms), "ms")
+
+
+def success_rule(success_min: float) -> Rule:
+    """Every streamed request succeeds (`success_rate_min`): judged whatever the validity, as the
+    unary success rate is (a model that fails every request fails on it)."""
+    return Rule("success rate", "success rate", ">=", float(success_min), "ratio", needs_validity=False)
 
 
 def slo_rules(slo: dict[str, Any]) -> list[Rule]:

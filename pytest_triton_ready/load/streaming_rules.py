@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..thresholds import THRESHOLDS, ThresholdValue
@@ -85,16 +85,23 @@ class CurvePoint:
 
     @classmethod
     def measured(cls, concurrency: int, stats: Any, *, success_min: float, min_requests: int,
-                 level: float = 0.95, window_s: float = 2.0) -> CurvePoint:
+                 level: float = 0.95, window_s: float = 2.0, shown_level: float | None = None) -> CurvePoint:
         """The point a StreamingLoad's StreamStats give at `concurrency`, its intervals at `level`
-        from windows of about `window_s` (load/streaming_confidence.py)."""
+        from windows of about `window_s` (load/streaming_confidence.py), labelled `shown_level`
+        (the measurement's confidence, where `level` is one look's) when given."""
         problem = measurement_problem(stats.completed, stats.success_rate, len(stats.stuck),
                                       success_min=success_min, min_requests=min_requests)
         if not getattr(stats, "samples", None):  # stats put together without per-request samples
             return cls(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"], problem)
         return cls(concurrency, stats.output_tokens_per_s, stats.ttft_ms["p99"], problem,
-                   streaming_estimate("ttft p99", stats, level, window_s),
-                   streaming_estimate("output tokens/s", stats, level, window_s))
+                   _labelled(streaming_estimate("ttft p99", stats, level, window_s), shown_level),
+                   _labelled(streaming_estimate("output tokens/s", stats, level, window_s), shown_level))
+
+
+def _labelled(estimate: Estimate, level: float | None) -> Estimate:
+    if level is None or estimate.interval is None:
+        return estimate
+    return replace(estimate, interval=replace(estimate.interval, level=level))
 
 
 def enough_valid(points: Sequence[CurvePoint]) -> bool:

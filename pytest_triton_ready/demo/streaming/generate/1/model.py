@@ -4,7 +4,7 @@ on CPU, deterministically, so that a client can verify every answer.
 Request: PROMPT (one string) and MAX_TOKENS (one int32). Responses: MAX_TOKENS responses, each with
 one TOKEN string, then an empty response with TRITONSERVER_RESPONSE_COMPLETE_FINAL. Token i of a
 prompt is VOCABULARY[(crc32(prompt) + 7 * i + i * i) % len(VOCABULARY)] (the same function is
-`expected_tokens` in pytest_triton_ready/load/streaming.py).
+`expected_tokens` in pytest_triton_ready/demo/answers.py).
 
 Two ways to generate, chosen by the config:
 

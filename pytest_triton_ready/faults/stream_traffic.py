@@ -20,9 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..load.streaming import StreamingLoad, StreamingPlan, StreamingResult, stream_once
+from ..load.streaming import StreamingLoad, StreamingResult
+from ..load.streaming_requests import StreamingPlan
+from ..load.streaming_single import stream_once
 from ..load.timeline import Timeline
+from .experiment import run_experiment
 from .probes import InstanceProbe
+from .recording import record_outcome
 
 STREAM_TOKENS = 16
 STREAM_DEADLINE_S = 10.0
@@ -204,3 +208,15 @@ def judge_probe(model: str, result: StreamingResult, reference: list[str] | None
         probe.sent += 1
         fail(STUCK.format(deadline=deadline_s))
     return probe
+
+
+def run_streaming_fault(faults: Any, check: Any, experiment: Any, model: str, **options: Any) -> Any:
+    """Run a streaming fault experiment (faults/stream_experiments.py) through the one skeleton with
+    the check's token budget and deadline, and record its timeline; INCOMPLETE with the reason when
+    it could not judge anything."""
+    outcome = run_experiment(experiment(faults, model, max_tokens=int(check.threshold("streaming_max_tokens").value),
+                                        deadline_s=check.threshold("streaming_final_deadline_s").value, **options))
+    record_outcome(check, outcome)
+    if outcome.incomplete:
+        check.incomplete(outcome.incomplete)
+    return outcome

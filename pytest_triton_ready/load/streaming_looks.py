@@ -1,0 +1,92 @@
+"""When a streaming measurement stops: once its rules are decided, as a unary one does
+(load/rules.py's look schedule).
+
+It looks at its rules after its configured length (`streaming_duration_s` for PERF-1,
+`streaming_curve_point_s` for a PERF-2 point), then at half its longest (at least twice the
+configured length), and at its longest: the window budget (`load_max_windows` x `load_window_s`), or less where the run budget
+(`budget.current()`) leaves less, never less than the configured length. Each look's intervals are
+at 1 - (1 - `load_confidence`) / looks, so that stopping at the first look that agrees does not
+decide on luck. It stops at the first look where
+
+- the success rate is decidedly below `success_rate_min` (whatever else: a failing model fails), or
+- it is valid (at least `streaming_min_requests` completed requests) and every rule is settled
+  (decided; a failure-only rule on its passing side);
+
+else it goes on, and at its longest a rule still undecided is "too close to call" with its interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .. import budget
+from .decision import Judgement, Rule, decided_enough, judge
+from .streaming_confidence import streaming_estimate
+
+
+@dataclass(frozen=True)
+class StreamingLooks:
+    """The look schedule of one streaming measurement (seconds after its warm-up)."""
+
+    first_s: float
+    longest_s: float
+    window_s: float = 2.0
+    confidence: float = 0.95
+    min_requests: int = 10
+
+    @classmethod
+    def from_thresholds(cls, threshold: Any, first_s: float, parts: int = 1) -> StreamingLooks:
+        """The schedule from the named thresholds (`threshold(name).value`) for a measurement whose
+        configured length is `first_s`, one of `parts` the check still has to measure (the run
+        budget's share left is split evenly among them)."""
+        def value(name: str) -> float:
+            return threshold(name).value
+
+        window_s = value("load_window_s")
+        longest = max(first_s, value("load_max_windows") * window_s)
+        left = budget.current().per_part(parts)
+        if left is not None:
+            longest = max(first_s, min(longest, left))
+        return cls(first_s, longest, window_s, value("load_confidence"), int(value("streaming_min_requests")))
+
+    @property
+    def times_s(self) -> tuple[float, ...]:
+        """At most three looks, as the unary schedule's 3, 6 and 10 windows: the configured length,
+        then half the longest but at least twice the configured length, then the longest (6, 12
+        and 20 s for a 6 s measurement with 10 windows of 2 s; 3, 10 and 20 s for 3 s). More looks
+        would widen every look's interval."""
+        if self.first_s >= self.longest_s - 1e-9:
+            return (self.first_s,)
+        middle = max(2 * self.first_s, self.longest_s / 2)
+        return (self.first_s, middle, self.longest_s) if middle < self.longest_s - 1e-9 else (self.first_s,
+                                                                                              self.longest_s)
+
+    @property
+    def level(self) -> float:
+        """Each look's level: all looks together hold at `confidence` (Bonferroni)."""
+        return 1 - (1 - self.confidence) / len(self.times_s)
+
+    def judge(self, rules: Sequence[Rule], stats: Any) -> list[Judgement]:
+        """Every rule on the StreamStats, at the look's level, labelled with `confidence`."""
+        judged = []
+        for rule in rules:
+            estimate = streaming_estimate(rule.statistic, stats, self.level, self.window_s)
+            if estimate.interval is not None:
+                estimate = replace(estimate, interval=replace(estimate.interval, level=self.confidence))
+            judged.append(judge(rule, estimate))
+        return judged
+
+    def valid(self, stats: Any) -> bool:
+        return stats.completed >= self.min_requests
+
+    def decided(self, rules: Sequence[Rule], stats: Any) -> bool:
+        """Whether the measurement may stop at this look (see the module's docstring)."""
+        return decided_enough(self.judge(rules, stats), self.valid(stats))
+
+    def describe(self, stopped_s: float | None) -> str:
+        looks = ", ".join(f"{t:g}" for t in self.times_s)
+        if stopped_s is None:
+            return f"measured to its longest, {self.longest_s:g} s (looks at {looks} s)"
+        return f"decided at the look after {stopped_s:g} s (looks at {looks} s)"
