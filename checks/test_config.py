@@ -149,11 +149,11 @@ def test_models_answer_inference(triton, check):
 def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
     """Every model config parses against Triton's ModelConfig message and breaks no lint rule of
     severity error (docs/config-rules.md); warnings are reported without failing."""
-    from pytest_triton_ready.rules import UnknownRule, lint
-    from pytest_triton_ready.rules.context import disabled_rules, lint_context
-    from pytest_triton_ready.rules.model_memory import NotMeasured, measure_model_memory
-    from pytest_triton_ready.rules.model_rules import has_gpu_instances
-    from pytest_triton_ready.rules.sources import deployment_configs, repository_models
+    from pytest_triton_ready.lint import UnknownRule, lint
+    from pytest_triton_ready.lint.context import disabled_rules, lint_context
+    from pytest_triton_ready.lint.model_memory import NotMeasured, measure_model_memory
+    from pytest_triton_ready.lint.model_rules import has_gpu_instances
+    from pytest_triton_ready.lint.sources import deployment_configs, repository_models
 
     found = deployment_configs(triton)
     mark = check.mark()
@@ -213,8 +213,8 @@ def test_model_configs_lint_clean(triton, triton_settings, gpu, check):
 def test_version_policy_explicit_and_served(triton, triton_settings, check):
     """Every model writes its version_policy out, the server serves exactly the versions it selects,
     and a model under a declared canary or blue-green rollout has at least two versions servable."""
-    from pytest_triton_ready.rules.sources import deployment_configs
-    from pytest_triton_ready.rules.versions import describe_policy, expected_versions, servable_count
+    from pytest_triton_ready.lint.sources import deployment_configs
+    from pytest_triton_ready.lint.versions import describe_policy, expected_versions, servable_count
 
     found = deployment_configs(triton)
     mark = check.mark()
@@ -264,8 +264,8 @@ def test_version_policy_explicit_and_served(triton, triton_settings, check):
 
 
 def _gpu_models(triton) -> list[str]:
-    from pytest_triton_ready.rules.model_rules import has_gpu_instances
-    from pytest_triton_ready.rules.sources import deployment_configs
+    from pytest_triton_ready.lint.model_rules import has_gpu_instances
+    from pytest_triton_ready.lint.sources import deployment_configs
 
     return sorted(s.name for s in deployment_configs(triton).sources if has_gpu_instances(s.config))
 
@@ -273,7 +273,7 @@ def _gpu_models(triton) -> list[str]:
 @pytest.mark.triton_check("CFG-4")
 def test_gpu_memory_headroom(triton, triton_settings, gpu, check):
     """With every model loaded, each GPU's memory use stays under gpu_memory_used_max_fraction (90%)."""
-    from pytest_triton_ready.rules.resources import gpu_memory_use
+    from pytest_triton_ready.lint.resources import gpu_memory_use
 
     readings = gpu.read()
     if not readings:
@@ -299,7 +299,7 @@ def test_gpu_memory_headroom(triton, triton_settings, gpu, check):
 def test_host_memory_headroom(triton, triton_settings, triton_metrics, check):
     """With every model loaded, host memory use (nv_cpu_memory_used/total_bytes) stays under
     cpu_memory_used_max_fraction (90%)."""
-    from pytest_triton_ready.rules.resources import host_memory_use, polled_snapshot
+    from pytest_triton_ready.lint.resources import host_memory_use, polled_snapshot
 
     use = host_memory_use(polled_snapshot(triton_metrics))
     if use is None:
@@ -316,7 +316,7 @@ def test_host_memory_headroom(triton, triton_settings, triton_metrics, check):
 def test_pinned_memory_pool_set(triton, triton_metrics, check):
     """The pinned (page-locked) memory pool is set: nv_pinned_memory_pool_total_bytes > 0 on a
     deployment with KIND_GPU instances."""
-    from pytest_triton_ready.rules.resources import pinned_pool_bytes, polled_snapshot
+    from pytest_triton_ready.lint.resources import pinned_pool_bytes, polled_snapshot
 
     pool = pinned_pool_bytes(polled_snapshot(triton_metrics))
     if pool is None:

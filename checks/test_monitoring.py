@@ -16,7 +16,7 @@ from pytest_triton_ready.monitoring.layers import queue_p95_inputs, read_layers,
 from pytest_triton_ready.monitoring.logging_policy import ISO8601, judge_logging, non_iso8601_lines
 from pytest_triton_ready.monitoring.prometheus import PrometheusError, PrometheusRunner, find_prometheus
 from pytest_triton_ready.monitoring.references import NOT_VERIFIABLE, MetricJudge, covered_layers, gpu_state
-from pytest_triton_ready.monitoring.rules import RuleFileError, find_promtool, load_rule_file
+from pytest_triton_ready.monitoring.rule_files import RuleFileError, find_promtool, load_rule_file
 
 
 @pytest.mark.triton_check("MON-1")

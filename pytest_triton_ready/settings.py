@@ -351,11 +351,11 @@ def phase_sections() -> dict[str, type[BaseModel]]:
     from .faults.plan import FaultsSection
     from .fleet.targets import FleetSection
     from .gate import GateSection
+    from .lint.schema import LintSection
     from .load.profile import PerformanceSection
     from .monitoring.config import MonitoringSection
     from .operations.schema import OperationsSection
     from .plan import AttachSection
-    from .rules.schema import LintSection
     from .security.schema import SecuritySection
     from .soak.plan import SoakSection
 
