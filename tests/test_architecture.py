@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                       "faults.plan", "faults.declared", "load.profile", "monitoring.config", "soak.plan",
                       "fleet.targets")),
     ("settings", ("settings", "run", "target", "demo_repository", "estimates", "launchers.*")),
-    ("phases", ("health", "sequences", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "lint", "lint.*",
+    ("phases", ("health", "sequences", "serving", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "lint", "lint.*",
                 "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
                 "baseline.*", "soak", "soak.*")),
     ("report", ("report", "report.*")),
