@@ -146,11 +146,11 @@ def phase_sections() -> dict[str, type[BaseModel]]:
     from .faults.schema import FaultsSection
     from .fleet.targets import FleetSection
     from .gate import GateSection
+    from .lint.schema import LintSection
     from .load.profile import PerformanceSection
     from .monitoring.config import MonitoringSection
     from .operations.schema import OperationsSection
     from .policy import AttachSection
-    from .rules.schema import LintSection
     from .security.schema import SecuritySection
     from .soak.schema import SoakSection
 

@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                       "fleet.targets")),
     ("settings", ("options", "settings_file", "settings", "settings_reference", "run", "target", "demo_repository",
                   "estimates", "launchers.*")),
-    ("phases", ("health", "sequences", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "rules", "rules.*",
+    ("phases", ("health", "sequences", "serving", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "lint", "lint.*",
                 "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
                 "baseline.*", "soak", "soak.*")),
     ("report", ("report", "report.*")),

@@ -17,12 +17,12 @@ import pytest
 from conftest import CHECKS, TEST_REPOSITORIES
 from pytest_triton_ready.gpu import readings_from_metrics
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
+from pytest_triton_ready.lint import LintContext, lint
+from pytest_triton_ready.lint.engine import RULES
+from pytest_triton_ready.lint.model_memory import memory_by_gpu, memory_delta
+from pytest_triton_ready.lint.modelconfig import ConfigSyntaxError, read_model_directory
+from pytest_triton_ready.lint.resources import gpu_memory_use, gpus_over
 from pytest_triton_ready.metrics import MetricsSnapshot
-from pytest_triton_ready.rules import LintContext, lint
-from pytest_triton_ready.rules.lint import RULES
-from pytest_triton_ready.rules.model_memory import memory_by_gpu, memory_delta
-from pytest_triton_ready.rules.modelconfig import ConfigSyntaxError, read_model_directory
-from pytest_triton_ready.rules.resources import gpu_memory_use, gpus_over
 
 LINT_CASES = TEST_REPOSITORIES / "lint"
 H200 = Path(__file__).parent / "data" / "h200-triton-2.51"  # real captures, kept in the repository
@@ -359,7 +359,7 @@ def test_model_memory_is_read_unloaded_then_loaded_again(canary_server):
     returns the H200 capture before and after, and notes whether the model was loaded when read."""
     from pytest_triton_ready.client import TritonClient
     from pytest_triton_ready.gpu import GpuReader
-    from pytest_triton_ready.rules.model_memory import measure_model_memory
+    from pytest_triton_ready.lint.model_memory import measure_model_memory
 
     endpoints = canary_server.endpoints
     client = TritonClient(endpoints.http_url, endpoints.grpc_url)

@@ -35,7 +35,7 @@ from pytest_triton_ready.monitoring.references import (
     RECORDED,
     MetricJudge,
 )
-from pytest_triton_ready.monitoring.rules import load_rule_file, validate
+from pytest_triton_ready.monitoring.rule_files import load_rule_file, validate
 
 EXAMPLES = REPO_ROOT / "examples" / "monitoring"
 GUIDE_RULES = Path(__file__).resolve().parent / "data" / "monitoring" / "published_guide_alerts.yaml"

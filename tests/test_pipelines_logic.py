@@ -16,6 +16,7 @@ import pytest
 
 from conftest import TEST_REPOSITORIES
 from pytest_triton_ready.client import TritonClient, UnansweredRequest, is_timeout, unanswered
+from pytest_triton_ready.lint import LintContext, lint, read_repository
 from pytest_triton_ready.load.server_side import ModelWindow, ServerProbe, ServerWindow
 from pytest_triton_ready.load.streaming_rules import read_shutdown_log
 from pytest_triton_ready.models import InitialState, initial_state_of, read_initial_state
@@ -27,7 +28,6 @@ from pytest_triton_ready.pipelines import (
     pipeline_kind,
     step_times,
 )
-from pytest_triton_ready.rules import LintContext, lint, read_repository
 from pytest_triton_ready.settings import SettingsError, build_settings
 
 

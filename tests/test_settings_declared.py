@@ -37,8 +37,8 @@ def _reads() -> list[tuple[str, int, tuple[str, ...], str]]:
 
 def test_the_scan_finds_the_reads_it_is_meant_to_find():
     found = {(f, p, k) for f, _, p, k in _reads()}
-    assert ("checks/test_config.py", ("lint",), "measures_model_memory") in found
-    assert ("checks/test_security.py", ("security",), "restricted_apis") in found
+    assert ("pytest_triton_ready/lint/deployment.py", ("lint",), "measures_model_memory") in found
+    assert ("pytest_triton_ready/security/api_audit.py", ("security",), "restricted_apis") in found
     assert ("pytest_triton_ready/launchers/embedded.py", ("server",), "args") in found
     assert ("pytest_triton_ready/run.py", ("gate",), "allow_flaky") in found
     assert len(found) > 10

@@ -293,7 +293,7 @@ def test_the_demo_keeps_its_requests_inside_triton_until_the_final_response():
     """The SIGTERM root cause on Triton 2.51: a request the python backend released (execute()
     returned) is not drained. The shipped demo reschedules unfinished requests into an iterative
     sequence batcher instead, so the server counts every stream as in flight at SIGTERM."""
-    from pytest_triton_ready.rules.modelconfig import read_model_directory
+    from pytest_triton_ready.lint.modelconfig import read_model_directory
 
     config = read_model_directory(STREAMING_DEMO_REPOSITORY / "generate").config
     assert config.model_transaction_policy.decoupled and config.sequence_batching.iterative_sequence

@@ -1,5 +1,5 @@
 """When a streaming measurement stops: once its rules are decided, as a unary one does
-(load/rules.py's look schedule).
+(load/stability.py's look schedule).
 
 It looks at its rules after its configured length (`streaming_duration_s` for PERF-1,
 `streaming_curve_point_s` for a PERF-2 point), then at half its longest (at least twice the

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..facts import StreamingTargetLoad
 from ..faults.stream_judges import report_stuck
-from .judged import record_judgement
 from .decision import FAIL, Judgement
+from .judged import record_judgement
 from .streaming_confidence import slo_rules, success_rule
 from .streaming_looks import StreamingLooks
 from .streaming_stats import StreamStats

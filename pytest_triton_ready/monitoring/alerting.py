@@ -10,7 +10,7 @@ from .catalogue import LAYERS
 from .prometheus import PrometheusError, PrometheusRunner
 from .promql import PromQLError, signals
 from .references import NOT_VERIFIABLE, MetricJudge, Reference, covered_layers
-from .rules import Rule, RuleFile, RuleFileError, duration_s, load_rule_file, validate
+from .rule_files import Rule, RuleFile, RuleFileError, duration_s, load_rule_file, validate
 
 
 @dataclass(frozen=True)

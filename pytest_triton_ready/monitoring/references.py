@@ -105,3 +105,13 @@ def covered_layers(references: list[Reference]) -> set[str]:
 def missing_layers(references: list[Reference]) -> list[str]:
     covered = covered_layers(references)
     return [layer for layer in LAYERS if layer not in covered]
+
+
+def live_names(snapshot) -> set[str]:
+    """Every metric name a scrape carries: its series' names and its declared families."""
+    return snapshot.names | set(snapshot.types)
+
+
+def live_gpu_state(snapshot, gpu) -> str:
+    """`gpu_state` for a scrape and the run's GPU reader."""
+    return gpu_state(live_names(snapshot), gpus_visible=bool(gpu.read()))

@@ -14,6 +14,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from ..errors import TritonReadyError
+from .schema import TlsSettings
 
 
 class TLSNotOffered(TritonReadyError, ConnectionError):
@@ -121,3 +122,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def tls_settings(settings):
+    """`security.tls`, or its declared defaults where the section leaves it out."""
+    return settings.section_model("security").tls or TlsSettings()
+
+
+def ssl_context(settings) -> ssl.SSLContext | None:
+    """A context trusting `security.tls.ca_file`; None (the system's trust) where none is set."""
+    ca_file = tls_settings(settings).ca_file
+    return ssl.create_default_context(cafile=ca_file) if ca_file else None

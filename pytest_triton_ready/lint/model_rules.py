@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .lint import LintContext, Violation, rule
+from .engine import LintContext, Violation, rule
 from .modelconfig import ModelSource, model_config_pb2
 
 GB = 1e9  # decimal gigabytes, as GPU boards are sold (a "24 GB" board reports about 24.1e9 bytes)

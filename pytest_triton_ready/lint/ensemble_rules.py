@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .lint import LintContext, Violation, rule
+from .engine import LintContext, Violation, rule
 from .modelconfig import ModelSource, model_config_pb2
 
 

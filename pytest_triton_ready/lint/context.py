@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .lint import LintContext
+from .engine import LintContext
 
 
 def lint_context(settings, models: Iterable[str]) -> LintContext:

@@ -1,13 +1,13 @@
 """Static rules on a deployment's configuration.
 
 `modelconfig` reads configs (files or the live server) into tritonclient's ModelConfig message;
-`lint` is the rule engine and `model_rules` the model-config rules; `context` builds what the rules
+`engine` is the rule engine and `model_rules` the model-config rules; `context` builds what the rules
 know from the settings; `versions` serves CFG-3, `resources` and `model_memory` serve CFG-4 and the
 instance-count rule.
 """
 
 from . import ensemble_rules, model_rules  # noqa: E402,F401  (registers the rules in RULES)
-from .lint import RULES, LintContext, LintFinding, UnknownRule, Violation, lint, rule
+from .engine import RULES, LintContext, LintFinding, UnknownRule, Violation, lint, rule
 from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
 
 __all__ = ["RULES", "LintContext", "LintFinding", "UnknownRule", "Violation", "lint", "rule",

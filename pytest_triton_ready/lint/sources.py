@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models import ready_names
+from .model_rules import has_gpu_instances
 from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
 
 
@@ -73,3 +74,8 @@ def repository_models(target, found: DeploymentConfigs) -> dict[str, ModelSource
                 continue
     known.update({s.name: s for s in found.sources})
     return known
+
+
+def gpu_models(target) -> list[str]:
+    """The models in scope whose config has KIND_GPU instances, by name."""
+    return sorted(s.name for s in deployment_configs(target).sources if has_gpu_instances(s.config))
