@@ -1,0 +1,138 @@
+"""The load engine's transports without tritonserver: both ways of making the gRPC ModelInfer call
+(grpc.aio's Cython call object and its public multicallable) against a real grpc.aio server on
+loopback give the same outcome, reason, deadline and cancellation; the HTTP sender builds each
+request's headers and URL once. The same senders against tritonserver: tests/test_load.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import numpy as np
+import pytest
+
+from pytest_triton_ready.load.requests import PreparedRequest, RequestPool
+from pytest_triton_ready.load.senders import MODEL_INFER, GrpcSender, HttpSender
+
+
+class InferStandIn:
+    """A gRPC server with Triton's ModelInfer method only, answering by the request's bytes:
+    b"ok" succeeds, b"missing" fails NOT_FOUND as Triton does, b"slow" answers after 2 s."""
+
+    def __init__(self) -> None:
+        self.metadata: list[dict[str, str]] = []
+        self.cancelled = asyncio.Event()
+        self.server: grpc.aio.Server | None = None
+        self.url = ""
+
+    async def model_infer(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        self.metadata.append({k: v for k, v in context.invocation_metadata()})
+        if request == b"missing":
+            await context.abort(grpc.StatusCode.NOT_FOUND, "Request for unknown model: 'nope' is not found")
+        if request == b"slow":
+            try:
+                await asyncio.sleep(2.0)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+        return b""
+
+    async def start(self) -> None:
+        service, method = MODEL_INFER.strip("/").split("/")
+        handler = grpc.method_handlers_generic_handler(service, {
+            method: grpc.unary_unary_rpc_method_handler(self.model_infer)})
+        self.server = grpc.aio.server()
+        self.server.add_generic_rpc_handlers((handler,))
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+        self.url = f"127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        await self.server.stop(None)
+
+
+def _pool(body: bytes) -> tuple[RequestPool, PreparedRequest]:
+    request = PreparedRequest(body, b"", None)
+    return RequestPool("identity", "", 1, (request,)), request
+
+
+async def _outcomes(core: bool) -> dict:
+    server = InferStandIn()
+    await server.start()
+    sender = GrpcSender(server.url, headers={"Authorization": "Bearer t"}, timeout_s=5.0, core_calls=core)
+    try:
+        outcome = {"kind": sender.call_kind}
+        outcome["ok"] = await sender.send(*_pool(b"ok"))
+        outcome["missing"] = await sender.send(*_pool(b"missing"))
+        sender.timeout_s = 0.2
+        outcome["deadline"] = await sender.send(*_pool(b"slow"))
+        sender.timeout_s = 5.0
+        in_flight = asyncio.ensure_future(sender.send(*_pool(b"slow")))
+        await asyncio.sleep(0.3)
+        in_flight.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await in_flight
+        await asyncio.wait_for(server.cancelled.wait(), 2.0)  # the RPC itself was cancelled
+        outcome["server_saw_cancel"] = server.cancelled.is_set()
+        outcome["metadata"] = server.metadata[0].get("authorization")
+        return outcome
+    finally:
+        await sender.close()
+        await server.stop()
+
+
+def test_the_core_and_public_grpc_calls_give_the_same_outcome_reason_deadline_and_cancellation():
+    core = asyncio.run(_outcomes(core=True))
+    public = asyncio.run(_outcomes(core=False))
+    assert core["kind"] == "core" and public["kind"] == "public"
+    expected = {"ok": None, "missing": "NOT_FOUND: Request for unknown model: 'nope' is not found",
+                "deadline": "DEADLINE_EXCEEDED: Deadline Exceeded", "server_saw_cancel": True,
+                "metadata": "Bearer t"}
+    assert {k: v for k, v in core.items() if k != "kind"} == expected
+    assert {k: v for k, v in public.items() if k != "kind"} == expected
+
+
+def test_a_grpc_channel_without_the_core_internals_falls_back_to_the_public_call():
+    async def kind() -> str:
+        sender = GrpcSender("127.0.0.1:1")
+        channel = sender._channels[0]
+        try:
+            from pytest_triton_ready.load.senders import CoreUnaryCall, model_infer_call
+
+            class Bare:  # a channel as another grpcio might have it: the public API only
+                def unary_unary(self, *args, **kwargs):
+                    return channel.unary_unary(*args, **kwargs)
+
+            assert CoreUnaryCall.of(Bare(), object()) is None
+            return type(model_infer_call(Bare())).__name__
+        finally:
+            await sender.close()
+
+    assert asyncio.run(kind()) == "PublicUnaryCall"
+
+
+def test_http_headers_and_url_are_built_once_per_json_size_and_model():
+    async def built() -> tuple:
+        sender = HttpSender("http://127.0.0.1:1/", headers={"Authorization": "Bearer t"})
+        try:
+            sized = sender.request_headers(42)
+            again = sender.request_headers(42)
+            plain = sender.request_headers(None)
+            pool = RequestPool("identity", "2", 1, (PreparedRequest(b"", b"", None),))
+            return sized, again, plain, sender.url(pool), sender.url(pool)
+        finally:
+            await sender.close()
+
+    sized, again, plain, url, url_again = asyncio.run(built())
+    assert sized is again
+    assert sized == {"Authorization": "Bearer t", "Inference-Header-Content-Length": "42"}
+    assert plain == {"Authorization": "Bearer t"}
+    assert url == "http://127.0.0.1:1/v2/models/identity/versions/2/infer" and url is url_again
+
+
+def test_a_request_made_unique_changes_only_its_counter_bytes():
+    body = np.arange(8, dtype=np.float32).tobytes()
+    request = PreparedRequest(b"head" + body, b"", None, grpc_slot=4)
+    sent = request.grpc_bytes(7)
+    assert sent[:4] == b"head" and sent[8:] == body[4:]
+    assert np.frombuffer(sent[4:8], dtype=np.float32)[0] == 7.0
