@@ -1,7 +1,7 @@
 """The load engine's transports without tritonserver: both ways of making the gRPC ModelInfer call
 (grpc.aio's Cython call object and its public multicallable) against a real grpc.aio server on
-loopback give the same outcome, reason, deadline and cancellation; the HTTP sender builds each
-request's headers and URL once. The same senders against tritonserver: tests/test_load.py."""
+loopback give the same outcome, reason, deadline and cancellation. The same senders against
+tritonserver: tests/test_load.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_triton_ready.load.requests import PreparedRequest, RequestPool
-from pytest_triton_ready.load.senders import MODEL_INFER, GrpcSender, HttpSender
+from pytest_triton_ready.load.senders import MODEL_INFER, GrpcSender
 
 
 class InferStandIn:
@@ -109,25 +109,6 @@ def test_a_grpc_channel_without_the_core_internals_falls_back_to_the_public_call
             await sender.close()
 
     assert asyncio.run(kind()) == "PublicUnaryCall"
-
-
-def test_http_headers_and_url_are_built_once_per_json_size_and_model():
-    async def built() -> tuple:
-        sender = HttpSender("http://127.0.0.1:1/", headers={"Authorization": "Bearer t"})
-        try:
-            sized = sender.request_headers(42)
-            again = sender.request_headers(42)
-            plain = sender.request_headers(None)
-            pool = RequestPool("identity", "2", 1, (PreparedRequest(b"", b"", None),))
-            return sized, again, plain, sender.url(pool), sender.url(pool)
-        finally:
-            await sender.close()
-
-    sized, again, plain, url, url_again = asyncio.run(built())
-    assert sized is again
-    assert sized == {"Authorization": "Bearer t", "Inference-Header-Content-Length": "42"}
-    assert plain == {"Authorization": "Bearer t"}
-    assert url == "http://127.0.0.1:1/v2/models/identity/versions/2/infer" and url is url_again
 
 
 def test_a_request_made_unique_changes_only_its_counter_bytes():

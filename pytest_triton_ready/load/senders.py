@@ -144,31 +144,12 @@ class HttpSender:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=connections), timeout=aiohttp.ClientTimeout(total=timeout_s),
         )
-        self._urls: dict[tuple[str, str], str] = {}
-        self._headers_by_json_size: dict[int | None, dict[str, str]] = {}
-
-    def request_headers(self, json_size: int | None) -> dict[str, str]:
-        """The headers of a request whose JSON part is `json_size` bytes (built once per size)."""
-        headers = self._headers_by_json_size.get(json_size)
-        if headers is None:
-            headers = dict(self.headers)
-            if json_size is not None:
-                headers["Inference-Header-Content-Length"] = str(json_size)
-            self._headers_by_json_size[json_size] = headers
-        return headers
-
-    def url(self, pool: RequestPool) -> str:
-        """The infer URL of `pool`'s model and version (built once per model and version)."""
-        key = (pool.model, pool.version)
-        url = self._urls.get(key)
-        if url is None:
-            url = self._urls[key] = self.base + pool.http_path
-        return url
-
     async def send(self, pool: RequestPool, request: PreparedRequest, counter: int = 0) -> str | None:
-        headers = self.request_headers(request.http_json_size)
+        headers = dict(self.headers)
+        if request.http_json_size is not None:
+            headers["Inference-Header-Content-Length"] = str(request.http_json_size)
         try:
-            async with self._session.post(self.url(pool), data=request.http_bytes(counter), headers=headers) as response:
+            async with self._session.post(self.base + pool.http_path, data=request.http_bytes(counter), headers=headers) as response:
                 body = await response.read()
                 if response.status == 200:
                     return None
