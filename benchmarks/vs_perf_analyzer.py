@@ -8,7 +8,8 @@ protocol and concurrency, runs alternated, printed side by side with the through
 perf_analyzer comes from ../shared/tools/get-perf-analyzer.sh (into .perf_analyzer/, ignored by git).
 Client CPU per request is measured alike for both: the tool's user + system CPU seconds over the
 whole measurement (perf_analyzer: its process, from getrusage of finished children; the engine:
-this process and its worker processes) divided by the requests of every window it measured.
+this process and its worker processes) divided by the requests sent in that time (perf_analyzer:
+those of every pass it measured; the engine: every request answered, warm-up included).
 Both tools use the same rules: windows of --window-s seconds, stable when the last 3 agree within
 10%, at most 10 windows. Each round runs perf_analyzer, then the engine (or the reverse on odd
 rounds), so a machine that gets busier or quieter affects both alike.
@@ -71,11 +72,18 @@ def run_engine(engine: LoadEngine, model: str, protocol: str, concurrency: int, 
     m = engine.measure(model, concurrency=concurrency, rules=rules, protocol=protocol, batch_size=batch_size,
                        server_stats=False, workers=workers)
     cpu_s = _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN) - cpu_before
-    requests = sum(w.stats.attempted for w in m.windows)
+    requests = engine_requests(m)
     return {"tool": "engine", "throughput": m.stats.throughput_infer_s * batch_size, "p50_ms": m.stats.p50_ms,
             "p99_ms": m.stats.p99_ms, "stable": m.stable, "wall_s": time.monotonic() - started,
             "workers": m.workers, "cpu_us": cpu_s * 1e6 / requests if requests else float("nan"),
             "own_cpu_us": m.stats.client_cpu_us_per_request}
+
+
+def engine_requests(m) -> int:
+    """The requests the engine's CPU was spent on: every answer and error from the first request on,
+    warm-up included (its CPU is in the measurement too), else the requests of its windows."""
+    completed = getattr(m.traffic, "completed", 0) if m.traffic is not None else 0
+    return completed or sum(w.stats.attempted for w in m.windows)
 
 
 def _cpu_s(who: int) -> float:

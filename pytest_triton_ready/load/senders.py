@@ -1,19 +1,24 @@
 """Transports: send one prebuilt request and say whether it succeeded (and why not).
 
-gRPC goes through a raw grpc.aio unary call on Triton's ModelInfer method with the request already
-serialized and the response left unparsed (the status is all a load run needs). HTTP posts the
-prebuilt binary-tensor body with aiohttp. Both run inside the event loop that owns them.
+gRPC goes through a raw grpc.aio unary call on Triton's ModelInfer method (a registered method)
+with the request already serialized and the response left unparsed (the status is all a load run
+needs). Where the installed grpcio allows it, the call is made on grpc.aio's own Cython call
+object (see CoreUnaryCall), which spares the per-request Python wrapper. HTTP posts the prebuilt
+binary-tensor body with aiohttp. Both run inside the event loop that owns them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Mapping
+from typing import Any
 
 from .requests import PreparedRequest, RequestPool
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
+LOCAL_CANCELLATION = "Locally cancelled by application!"  # grpc.aio's own wording for a cancelled call
 _NUMBERS = re.compile(r"\b\d+\b")
 _MAX_REASON = 160
 
@@ -24,33 +29,100 @@ def error_reason(text: str) -> str:
     return _NUMBERS.sub("N", line)[:_MAX_REASON]
 
 
+class PublicUnaryCall:
+    """ModelInfer through grpc.aio's public multicallable; None on success, else the reason."""
+
+    def __init__(self, multicallable: Any) -> None:
+        import grpc
+
+        self._call = multicallable
+        self._error = grpc.aio.AioRpcError
+
+    async def __call__(self, body: bytes, timeout_s: float, metadata: tuple | None) -> str | None:
+        try:
+            await self._call(body, timeout=timeout_s, metadata=metadata)
+        except self._error as exc:
+            return error_reason(f"{exc.code().name}: {exc.details()}")
+        return None
+
+
+class CoreUnaryCall:
+    """ModelInfer on grpc.aio's Cython call object: what grpc.aio's UnaryUnaryCall does inside
+    (call, deadline, metadata, status), without the Task, the Call wrapper and the metadata and
+    census objects it builds around every request. Same RPC, same deadline, same status checked,
+    same reason on failure; a cancelled request cancels its RPC as grpc.aio does. `of` gives None
+    where the installed grpcio lacks the internals this needs; the sender then uses the public call."""
+
+    def __init__(self, core_channel: Any, handle: int) -> None:
+        import grpc
+
+        self._core = core_channel
+        self._handle = handle
+        self._method = MODEL_INFER.encode()
+        self._code_names = {code.value[0]: code.name for code in grpc.StatusCode}
+
+    @classmethod
+    def of(cls, channel: Any, multicallable: Any) -> CoreUnaryCall | None:
+        core = getattr(channel, "_channel", None)
+        handle = getattr(multicallable, "_registered_call_handle", None)
+        if core is None or not callable(getattr(core, "call", None)) or not isinstance(handle, int):
+            return None
+        return cls(core, handle)
+
+    async def __call__(self, body: bytes, timeout_s: float, metadata: tuple | None) -> str | None:
+        call = self._core.call(self._method, time.time() + timeout_s, None, None, self._handle)
+        try:
+            await call.unary_unary(body, metadata or (), None)
+        except asyncio.CancelledError:
+            if not call.done():
+                call.cancel(LOCAL_CANCELLATION)
+            raise
+        if call.is_ok():
+            return None
+        status = await call.status()
+        return error_reason(f"{self._code_names.get(status.code(), status.code())}: {status.details()}")
+
+
+def model_infer_call(channel: Any, core: bool = True) -> PublicUnaryCall | CoreUnaryCall:
+    """The cheapest working ModelInfer call on a grpc.aio `channel` (the public one when `core` is False)."""
+    try:
+        multicallable = channel.unary_unary(MODEL_INFER, request_serializer=None, response_deserializer=None,
+                                            _registered_method=True)
+    except TypeError:  # a grpcio without registered methods
+        multicallable = channel.unary_unary(MODEL_INFER, request_serializer=None, response_deserializer=None)
+    return (CoreUnaryCall.of(channel, multicallable) if core else None) or PublicUnaryCall(multicallable)
+
+
 class GrpcSender:
     """One gRPC channel per sender; `send` returns None on success, else the error reason."""
 
     protocol = "grpc"
 
     def __init__(self, url: str, headers: Mapping[str, str] | None = None, timeout_s: float = 30.0,
-                 channels: int = 1) -> None:
+                 channels: int = 1, core_calls: bool = True) -> None:
         import grpc
 
-        self._grpc = grpc
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
                    ("grpc.use_local_subchannel_pool", 1)]
         self._channels = [grpc.aio.insecure_channel(url, options=options) for _ in range(max(1, channels))]
-        self._calls = [c.unary_unary(MODEL_INFER, request_serializer=None, response_deserializer=None)
-                       for c in self._channels]
+        self._calls = [model_infer_call(c, core_calls) for c in self._channels]
         self._metadata = tuple((k.lower(), v) for k, v in (headers or {}).items()) or None
         self.timeout_s = timeout_s
         self._next = 0
 
+    @property
+    def call_kind(self) -> str:
+        """'core' or 'public': how requests are sent (for tests and benchmarks)."""
+        return "core" if isinstance(self._calls[0], CoreUnaryCall) else "public"
+
     async def send(self, pool: RequestPool, request: PreparedRequest, counter: int = 0) -> str | None:
-        self._next += 1
-        call = self._calls[self._next % len(self._calls)]
-        try:
-            await call(request.grpc_bytes(counter), timeout=self.timeout_s, metadata=self._metadata)
-        except self._grpc.aio.AioRpcError as exc:
-            return error_reason(f"{exc.code().name}: {exc.details()}")
-        return None
+        calls = self._calls
+        if len(calls) > 1:
+            self._next += 1
+            call = calls[self._next % len(calls)]
+        else:
+            call = calls[0]
+        return await call(request.grpc_bytes(counter), self.timeout_s, self._metadata)
 
     async def close(self) -> None:
         for channel in self._channels:
@@ -72,7 +144,6 @@ class HttpSender:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=connections), timeout=aiohttp.ClientTimeout(total=timeout_s),
         )
-
     async def send(self, pool: RequestPool, request: PreparedRequest, counter: int = 0) -> str | None:
         headers = dict(self.headers)
         if request.http_json_size is not None:

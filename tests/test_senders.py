@@ -1,0 +1,134 @@
+"""The load engine's transports without tritonserver: both ways of making the gRPC ModelInfer call
+(grpc.aio's Cython call object and its public multicallable) against a real grpc.aio server on
+loopback give the same outcome, reason, deadline and cancellation. The same senders against
+tritonserver: tests/test_load.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import numpy as np
+import pytest
+
+from pytest_triton_ready.load.requests import PreparedRequest, RequestPool
+from pytest_triton_ready.load.senders import MODEL_INFER, GrpcSender
+
+
+class InferStandIn:
+    """A gRPC server with Triton's ModelInfer method only, answering by the request's bytes:
+    b"ok" succeeds, b"missing" fails NOT_FOUND as Triton does, b"slow" answers after 2 s."""
+
+    def __init__(self) -> None:
+        self.metadata: list[dict[str, str]] = []
+        self.cancelled = asyncio.Event()
+        self.server: grpc.aio.Server | None = None
+        self.url = ""
+
+    async def model_infer(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        self.metadata.append({k: v for k, v in context.invocation_metadata()})
+        if request == b"missing":
+            await context.abort(grpc.StatusCode.NOT_FOUND, "Request for unknown model: 'nope' is not found")
+        if request == b"slow":
+            try:
+                await asyncio.sleep(2.0)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+        return b""
+
+    async def start(self) -> None:
+        service, method = MODEL_INFER.strip("/").split("/")
+        handler = grpc.method_handlers_generic_handler(service, {
+            method: grpc.unary_unary_rpc_method_handler(self.model_infer)})
+        self.server = grpc.aio.server()
+        self.server.add_generic_rpc_handlers((handler,))
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+        self.url = f"127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        await self.server.stop(None)
+
+
+def _pool(body: bytes) -> tuple[RequestPool, PreparedRequest]:
+    request = PreparedRequest(body, b"", None)
+    return RequestPool("identity", "", 1, (request,)), request
+
+
+async def _outcomes(core: bool) -> dict:
+    server = InferStandIn()
+    await server.start()
+    sender = GrpcSender(server.url, headers={"Authorization": "Bearer t"}, timeout_s=5.0, core_calls=core)
+    try:
+        outcome = {"kind": sender.call_kind}
+        outcome["ok"] = await sender.send(*_pool(b"ok"))
+        outcome["missing"] = await sender.send(*_pool(b"missing"))
+        sender.timeout_s = 0.2
+        outcome["deadline"] = await sender.send(*_pool(b"slow"))
+        sender.timeout_s = 5.0
+        in_flight = asyncio.ensure_future(sender.send(*_pool(b"slow")))
+        await asyncio.sleep(0.3)
+        in_flight.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await in_flight
+        await asyncio.wait_for(server.cancelled.wait(), 2.0)  # the RPC itself was cancelled
+        outcome["server_saw_cancel"] = server.cancelled.is_set()
+        outcome["metadata"] = server.metadata[0].get("authorization")
+        return outcome
+    finally:
+        await sender.close()
+        await server.stop()
+
+
+def test_the_core_and_public_grpc_calls_give_the_same_outcome_reason_deadline_and_cancellation():
+    core = asyncio.run(_outcomes(core=True))
+    public = asyncio.run(_outcomes(core=False))
+    assert core["kind"] == "core" and public["kind"] == "public"
+    expected = {"ok": None, "missing": "NOT_FOUND: Request for unknown model: 'nope' is not found",
+                "deadline": "DEADLINE_EXCEEDED: Deadline Exceeded", "server_saw_cancel": True,
+                "metadata": "Bearer t"}
+    assert {k: v for k, v in core.items() if k != "kind"} == expected
+    assert {k: v for k, v in public.items() if k != "kind"} == expected
+
+
+def test_a_grpc_channel_without_the_core_internals_falls_back_to_the_public_call():
+    async def kind() -> str:
+        sender = GrpcSender("127.0.0.1:1")
+        channel = sender._channels[0]
+        try:
+            from pytest_triton_ready.load.senders import CoreUnaryCall, model_infer_call
+
+            class Bare:  # a channel as another grpcio might have it: the public API only
+                def unary_unary(self, *args, **kwargs):
+                    return channel.unary_unary(*args, **kwargs)
+
+            assert CoreUnaryCall.of(Bare(), object()) is None
+            return type(model_infer_call(Bare())).__name__
+        finally:
+            await sender.close()
+
+    assert asyncio.run(kind()) == "PublicUnaryCall"
+
+
+def test_a_request_made_unique_changes_only_its_counter_bytes():
+    body = np.arange(8, dtype=np.float32).tobytes()
+    request = PreparedRequest(b"head" + body, b"", None, grpc_slot=4)
+    sent = request.grpc_bytes(7)
+    assert sent[:4] == b"head" and sent[8:] == body[4:]
+    assert np.frombuffer(sent[4:8], dtype=np.float32)[0] == 7.0
+
+
+def test_the_benchmark_divides_the_engines_cpu_by_every_request_answered_warmup_included(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "vs_perf_analyzer.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # the script imports its neighbour side_by_side
+    spec = importlib.util.spec_from_file_location("vs_perf_analyzer", path)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    windows = [SimpleNamespace(stats=SimpleNamespace(attempted=100)) for _ in range(3)]
+    assert benchmark.engine_requests(SimpleNamespace(traffic=SimpleNamespace(completed=360), windows=windows)) == 360
+    assert benchmark.engine_requests(SimpleNamespace(traffic=None, windows=windows)) == 300
