@@ -109,6 +109,10 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
         for note in m.too_close():
             check.finding(f"{model}: concurrency {concurrency} ({len(m.windows)} windows): {note}",
                           severity="info", model=model)
+        for judgement in (j for j in m.judgements if j.futile):
+            check.finding(f"{model}: concurrency {concurrency} ({len(m.windows)} windows): left undecided inside "
+                          f"its noise, which the window budget would not resolve: {judgement.describe()}",
+                          severity="info", model=model)
     curve.points.sort(key=lambda p: p.concurrency)
     return curve
 
