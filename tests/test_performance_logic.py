@@ -326,3 +326,13 @@ def test_a_rise_inside_the_noise_does_not_keep_the_sweep_going():
     assert search.next_level(points) is None and search.reason == PLATEAU  # +14% by value, not confirmed
     rising = [*points[:4], _decided_best(16, 2400.0)]
     assert search.next_level(rising) == 32
+
+
+def test_no_point_decidedly_within_the_budget_but_some_by_value_is_too_close_to_call_not_a_failure():
+    noisy = {None: (60.0, 400)}  # p99 60 ms against 100 ms on +-60% windows: no interval clears the budget
+    check, facts = _check("PERF-2"), Facts()
+    undecided = sweep(RecordedLoad(noisy, spread=0.6), check, QuietHealth(), [_profile()], facts,
+                      SweepLimits.of(check))
+    assert not [f for f in check.errors if "no concurrency keeps p99" in f.message]
+    assert len(undecided) == 1 and "too close to call whether some point keeps p99 within 100 ms" in undecided[0]
+    assert facts.get(Capacity, "m") is None  # no capacity published for others to plan with

@@ -293,6 +293,13 @@ def capacity(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: fl
     return max(within, key=lambda p: p.throughput_infer_s) if within else None
 
 
+def undecided_within(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: float) -> list[CurvePoint]:
+    """Trustworthy points whose p99 value is within the budget while their interval reaches past it:
+    where no point is decidedly within the budget, these leave 'some point is' too close to call."""
+    return [p for p in points if p.trustworthy and (p.success_rate or 0) >= success_min and p.p99_ms is not None
+            and p.p99_ms <= budget_p99_ms and not p.within_budget(budget_p99_ms)]
+
+
 def gains(prev: CurvePoint, cur: CurvePoint, min_gain: float) -> bool:
     """Throughput rises by at least `min_gain` from `prev` to `cur`: confirmed against both
     points' intervals where they have them (a rise inside the noise is no gain)."""
