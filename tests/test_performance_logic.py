@@ -315,16 +315,23 @@ def _result(windows):
                          last.end_s)
 
 
-def test_a_rise_inside_the_noise_does_not_keep_the_sweep_going():
+def test_a_plateau_needs_flat_values_and_no_confirmed_gain():
     search = CapacitySearch(max_batch_size=32, instances=2, budget_p99_ms=100, success_min=0.999)  # rule: 128
 
-    def noisy(c, throughput):  # +-20% intervals: the measured rises below are inside them
+    def noisy(c, throughput, spread=0.2):
         return CurvePoint(c, throughput, 5.0, 10.0, 1.0, True, throughput_interval=Interval(
-            throughput * 0.8, throughput * 1.2, 0.95), p99_interval=Interval(9.0, 11.0, 0.95))
+            throughput * (1 - spread), throughput * (1 + spread), 0.95), p99_interval=Interval(9.0, 11.0, 0.95))
 
-    points = [_decided_best(1, 500.0), _decided_best(2, 1000.0), noisy(4, 1400.0), noisy(8, 1500.0), noisy(16, 1600.0)]
-    assert search.next_level(points) is None and search.reason == PLATEAU  # +14% by value, not confirmed
-    rising = [*points[:4], _decided_best(16, 2400.0)]
+    flat = [_decided_best(1, 500.0), _decided_best(2, 1000.0), noisy(4, 1500.0), noisy(8, 1520.0), noisy(16, 1540.0)]
+    assert search.next_level(flat) is None and search.reason == PLATEAU  # +2.7% over two doublings
+    # a busy machine: a five-fold rise that the intervals cannot confirm is no plateau (seen on this
+    # machine at load 13: 304 -> 466 -> 1525 infer/s with intervals [0, 789] ... [376, 2675])
+    def measured(c, throughput, low, high):
+        return replace(noisy(c, throughput), throughput_interval=Interval(low, high, 0.95))
+
+    busy = [measured(1, 304.0, 0.0, 789.3), measured(2, 466.3, 119.5, 813.2), measured(4, 1525.3, 375.8, 2674.9)]
+    assert search.next_level(busy) == 8
+    rising = [*flat[:4], _decided_best(16, 2400.0)]
     assert search.next_level(rising) == 32
 
 

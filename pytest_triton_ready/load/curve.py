@@ -8,9 +8,9 @@ throughput within the latency budget, and what is wrong with the curve's shape.
   maximum concurrency; where p99 left the budget between two doublings, bisecting between them
   while the throughput between them gains (else no point between can raise the capacity).
   A search stopped by the bound while throughput still rose finds a lower bound of the capacity,
-  not the capacity. Before the rule of thumb, the sweep ends on a plateau: neither the last
-  doubling nor the last two together bought a confirmed gain of `min_gain`, unless the plateau
-  is below the min_throughput target.
+  not the capacity. Before the rule of thumb, the sweep ends on a plateau: the last two
+  doublings bought less than `min_gain` by value and no confirmed gain, unless the plateau is
+  below the min_throughput target.
 - A point stops once its questions are decided: p99 within the budget or not (moot once its
   throughput is decidedly below the capacity so far plus `min_gain`), the success rate, and a
   decided fall against the previous point; a p99 or fall question inside the point's noise that
@@ -164,9 +164,10 @@ class CapacitySearch:
         return self._beyond_rule(points, measured)
 
     def _plateaued(self, points: Sequence[CurvePoint]) -> bool:
-        """Throughput has stopped rising before the rule of thumb: neither the last doubling nor the
-        last two together bought a confirmed gain of `min_gain` (against both points' intervals,
-        where measured: a rise inside the noise is no gain). Past a
+        """Throughput has stopped rising before the rule of thumb: the last two doublings together
+        bought less than `min_gain` by value, and neither they nor the last one a confirmed gain
+        (against both points' intervals, where measured). Both, because wide intervals on a busy
+        machine confirm no gain even where the values rise several-fold. Past a
         plateau more concurrency only queues: the capacity, the knee and the shape before it are
         already measured. Not while the plateau is below the min_throughput target: the points
         past it say whether latency explodes below the target."""
@@ -179,7 +180,8 @@ class CapacitySearch:
             return False
         if self.target_throughput is not None and last.throughput_infer_s < self.target_throughput:
             return False
-        return not gains(quarter, last, self.min_gain) and not gains(half, last, self.min_gain)
+        flat = last.throughput_infer_s < quarter.throughput_infer_s * (1 + self.min_gain)
+        return flat and not gains(quarter, last, self.min_gain) and not gains(half, last, self.min_gain)
 
     def point_rules(self, points: Sequence[CurvePoint], concurrency: int, drop_tolerance: float) -> list[Rule]:
         """What the point at `concurrency` must decide before it stops: p99 within the budget or
