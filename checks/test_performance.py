@@ -52,11 +52,14 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     before the knee, latency does not explode below the target load, and some point is within the
     latency budget; the curve, its knee and the capacity within SLO are reported.
 
-    The sweep doubles concurrency up to 2 x max_batch_size x instances and on past it while
+    The sweep doubles concurrency up to 2 x max_batch_size x instances (ending earlier on a
+    plateau: no gain over the last two doublings, by value or confirmed) and on past it while
     throughput still rises (curve_min_gain per doubling) within SLO and without errors, up to
     curve_search_max_concurrency, bisecting where p99 left the budget; stopped by that bound while
     still rising, the capacity is reported as a lower bound (">= N"). A model with fewer than half
     of its points (or two) stable and valid makes the check INCOMPLETE and publishes no capacity.
+    Where no point is decidedly within the budget but some are by value, INCOMPLETE (too close
+    to call), no capacity published.
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_tokens_and_ttft_curve
     sweeps streams and publishes their capacity."""
     profiles = profiles_in_scope(triton, check)

@@ -111,7 +111,7 @@ def estimates(settings: Any, check_ids: Iterable[str] | None = None) -> list[Pha
                                 shape.models * most),
         "PERF-2": PhaseEstimate("PERF-2", sum(shape.sweep_points) * point,
                                 f"{sum(shape.sweep_points)} sweep points ({'+'.join(map(str, shape.sweep_points))} "
-                                f"per model) x {point:g} s", sum(shape.sweep_points) * most),
+                                f"per model, fewer where throughput plateaus) x {point:g} s", sum(shape.sweep_points) * most),
     }
     if settings.triton_soak:
         out["PERF-3"] = PhaseEstimate("PERF-3", settings.triton_soak + point,

@@ -67,9 +67,12 @@ def test_performance_phase_on_the_demo_scale_model(run_checklist, pytester):
     assert chart["x_label"] == "throughput (infer/s)" and chart["y_label"] == "latency (ms)"
     assert len(chart["series"][1]["points"]) >= 3  # p99 at concurrency 1, 2, 4, 8
     m = _measures(perf2, "scale")
-    # curve_max_concurrency=8 bounds the capacity search: still rising there, the capacity is a lower bound
+    # curve_max_concurrency=8 bounds the capacity search: still rising there, the capacity is a lower bound;
+    # a plateau before it (no confirmed gain over the last doublings) ends the sweep earlier, saying so
     capacity_name = "max throughput within SLO"
-    assert {"throughput at concurrency 1", "throughput at concurrency 8", "knee concurrency", capacity_name} <= set(m)
+    assert {"throughput at concurrency 1", "knee concurrency", capacity_name} <= set(m)
+    swept = sorted(int(name.rsplit(" ", 1)[1]) for name in m if name.startswith("throughput at concurrency "))
+    assert swept[-1] == 8 or any("throughput stopped rising" in f["message"] for f in perf2["findings"]), swept
     if m["capacity is a lower bound"]["value"] == "yes":
         assert any(f["message"].startswith("scale: capacity >= ") for f in perf2["findings"])
     assert any(e["label"] == "knee and capacity" for e in perf2["evidence"])

@@ -8,12 +8,14 @@ throughput within the latency budget, and what is wrong with the curve's shape.
   maximum concurrency; where p99 left the budget between two doublings, bisecting between them
   while the throughput between them gains (else no point between can raise the capacity).
   A search stopped by the bound while throughput still rose finds a lower bound of the capacity,
-  not the capacity. Before the rule of thumb, the sweep ends on a plateau: two doublings that
-  bought less than `min_gain` together (the last without a confirmed gain), unless the plateau
-  is below the min_throughput target.
+  not the capacity. Before the rule of thumb, the sweep ends on a plateau: the last two
+  doublings bought less than `min_gain` by value and no confirmed gain, unless the plateau is
+  below the min_throughput target.
 - A point stops once its questions are decided: p99 within the budget or not (moot once its
   throughput is decidedly below the capacity so far plus `min_gain`), the success rate, and a
-  decided fall against the previous point.
+  decided fall against the previous point; a p99 or fall question inside the point's noise that
+  the window budget would not decide either ends the point undecided (load/decision.py `futile`):
+  such a point is not within the budget, and such a drop is no fall.
 - Knee: the lowest concurrency whose throughput reaches `knee_fraction` (90%) of the curve's
   highest: past it, more concurrency buys latency, not throughput.
 - Capacity: the highest throughput among trustworthy points whose p99 is within the budget (its
@@ -163,7 +165,9 @@ class CapacitySearch:
 
     def _plateaued(self, points: Sequence[CurvePoint]) -> bool:
         """Throughput has stopped rising before the rule of thumb: the last two doublings together
-        bought less than `min_gain` (by value), and the last one no confirmed gain either. Past a
+        bought less than `min_gain` by value, and neither they nor the last one a confirmed gain
+        (against both points' intervals, where measured). Both, because wide intervals on a busy
+        machine confirm no gain even where the values rise several-fold. Past a
         plateau more concurrency only queues: the capacity, the knee and the shape before it are
         already measured. Not while the plateau is below the min_throughput target: the points
         past it say whether latency explodes below the target."""
@@ -176,8 +180,8 @@ class CapacitySearch:
             return False
         if self.target_throughput is not None and last.throughput_infer_s < self.target_throughput:
             return False
-        return (last.throughput_infer_s < quarter.throughput_infer_s * (1 + self.min_gain)
-                and not gains(half, last, self.min_gain))
+        flat = last.throughput_infer_s < quarter.throughput_infer_s * (1 + self.min_gain)
+        return flat and not gains(quarter, last, self.min_gain) and not gains(half, last, self.min_gain)
 
     def point_rules(self, points: Sequence[CurvePoint], concurrency: int, drop_tolerance: float) -> list[Rule]:
         """What the point at `concurrency` must decide before it stops: p99 within the budget or
@@ -186,18 +190,22 @@ class CapacitySearch:
         noise). The search's gain question needs no longer measurement: the search goes on only
         while a gain is confirmed (`gains`). The p99 question matters only while the point may
         raise the capacity found so far by `min_gain`: once its throughput is decidedly below that,
-        the point stops without deciding its p99 (it cannot be the capacity, and stays out of it)."""
+        the point stops without deciding its p99 (it cannot be the capacity, and stays out of it).
+        The p99 and the fall questions stop undecided where the window budget could not decide
+        them either (`stop_when_futile`)."""
         rules = slo_rules(self.budget_p99_ms, self.success_min)
         best = capacity(points, self.budget_p99_ms, self.success_min)
+        raises = None
         if best is not None:
             raises = relative_rule("throughput above the capacity so far", "throughput", ">=",
                                    best.throughput_estimate(), 1 + self.min_gain, "infer/s")
-            rules[0] = replace(rules[0], only_if=raises)
+        rules[0] = replace(rules[0], only_if=raises, stop_when_futile=True)
         below = [p for p in points if p.concurrency < concurrency and p.trustworthy]
         if below:
             previous = max(below, key=lambda p: p.concurrency).throughput_estimate()
-            rules.append(relative_rule("throughput against the previous point", "throughput", ">=", previous,
-                                       1 - drop_tolerance, "infer/s", failure_only=True))
+            rules.append(replace(relative_rule("throughput against the previous point", "throughput", ">=", previous,
+                                               1 - drop_tolerance, "infer/s", failure_only=True),
+                                 stop_when_futile=True))
         return rules
 
     def _beyond_rule(self, points: Sequence[CurvePoint], measured: set[int]) -> int | None:
@@ -285,6 +293,13 @@ def capacity(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: fl
     within = [p for p in points if p.trustworthy and p.within_budget(budget_p99_ms)
               and (p.success_rate or 0) >= success_min]
     return max(within, key=lambda p: p.throughput_infer_s) if within else None
+
+
+def undecided_within(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: float) -> list[CurvePoint]:
+    """Trustworthy points whose p99 value is within the budget while their interval reaches past it:
+    where no point is decidedly within the budget, these leave 'some point is' too close to call."""
+    return [p for p in points if p.trustworthy and (p.success_rate or 0) >= success_min and p.p99_ms is not None
+            and p.p99_ms <= budget_p99_ms and not p.within_budget(budget_p99_ms)]
 
 
 def gains(prev: CurvePoint, cur: CurvePoint, min_gain: float) -> bool:

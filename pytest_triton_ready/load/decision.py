@@ -6,12 +6,13 @@ When a measurement counts at all (warm-up, stability, validity, the looks) is lo
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .confidence import Estimate, Interval, difference_interval, estimate
+from .confidence import Estimate, Interval, difference_interval, estimate, t_quantile
 from .stability import MeasureRules
 
 _COMPARE = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
@@ -28,7 +29,10 @@ class Rule:
     point): the measurement need not go on to confirm a value already on the passing side.
     `only_if`: the rule matters only while this other rule may pass: once it is decided failing,
     the rule is moot and the measurement need not go on to decide it (a curve point whose
-    throughput is decidedly below what the capacity already is need not decide its p99)."""
+    throughput is decidedly below what the capacity already is need not decide its p99).
+    `stop_when_futile`: the measurement may stop on this rule undecided once the window budget
+    could not decide it either (`futile`): a curve point asks coarse questions, and one inside its
+    own noise stays undecided whatever more windows it is given."""
 
     name: str
     statistic: str
@@ -40,6 +44,7 @@ class Rule:
     ratio: float = 1.0
     failure_only: bool = False
     only_if: Rule | None = None
+    stop_when_futile: bool = False
 
     def describe(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
@@ -61,6 +66,7 @@ class Judgement:
     outcome: str
     interval: Interval | None  # the interval the decision used (of the value, or of value - threshold)
     moot: Judgement | None = None  # the `only_if` rule, decided failing: this one needs no decision
+    futile: bool = False  # undecided, and the window budget would leave it undecided too (`futile`)
 
     @property
     def decided(self) -> bool:
@@ -73,8 +79,8 @@ class Judgement:
     @property
     def settled(self) -> bool:
         """Nothing more to measure for this rule: decided, or only a failure matters and the value
-        is on the passing side, or moot (its `only_if` rule decided failing)."""
-        if self.decided or self.moot is not None:
+        is on the passing side, moot (its `only_if` rule decided failing), or futile."""
+        if self.decided or self.moot is not None or self.futile:
             return True
         return self.rule.failure_only and self.value is not None and _COMPARE[self.rule.comparison](
             self.value, self.rule.threshold)
@@ -102,7 +108,8 @@ class Judgement:
                 "threshold": self.rule.threshold, "unit": self.rule.unit, "value": self.value,
                 "interval": interval.to_dict() if interval else None, "outcome": self.outcome,
                 "margin": self.margin, "windows": self.estimate.windows,
-                **({"moot": self.moot.describe()} if self.moot is not None else {})}
+                **({"moot": self.moot.describe()} if self.moot is not None else {}),
+                **({"futile": True} if self.futile else {})}
 
 
 def judge(rule: Rule, measured: Estimate) -> Judgement:
@@ -128,11 +135,28 @@ def judge(rule: Rule, measured: Estimate) -> Judgement:
     return Judgement(rule, measured, UNDECIDED, used)
 
 
+def futile(judgement: Judgement, windows: int, max_windows: int, level: float) -> bool:
+    """An undecided judgement the window budget would not decide either: its interval narrowed as
+    `max_windows` windows would narrow it (the half-widths times sqrt(n / N) and the ratio of
+    Student's t at N - 1 and n - 1 degrees of freedom) still holds the threshold."""
+    if judgement.outcome != UNDECIDED or judgement.interval is None or not 2 <= windows < max_windows:
+        return False
+    scale = math.sqrt(windows / max_windows) * t_quantile(level, max_windows - 1) / t_quantile(level, windows - 1)
+    rule, used = judgement.rule, judgement.interval
+    if rule.reference is not None and rule.reference.value is not None:
+        centre, zero = judgement.value - rule.ratio * rule.reference.value, 0.0
+    else:
+        centre, zero = judgement.value, rule.threshold
+    low, high = centre - (centre - used.low) * scale, centre + (used.high - centre) * scale
+    return low <= zero <= high
+
+
 def judge_windows(rules: Sequence[Rule], windows: Sequence[Any], level: float,
-                  model: str | None = None, shown_level: float | None = None) -> list[Judgement]:
+                  model: str | None = None, shown_level: float | None = None,
+                  max_windows: int | None = None) -> list[Judgement]:
     """Every rule judged on the same windows, with intervals at `level`; `shown_level`: the level
     the intervals are labelled with (the measurement's overall confidence, where `level` is one
-    look's)."""
+    look's); `max_windows`: the window budget, for the rules that stop when futile."""
     def judged(rule: Rule) -> Judgement:
         return judge(rule, _labelled(estimate(rule.statistic, windows, level, model), shown_level))
 
@@ -143,6 +167,9 @@ def judge_windows(rules: Sequence[Rule], windows: Sequence[Any], level: float,
             condition = judged(rule.only_if)
             if condition.outcome == FAIL:
                 judgement = replace(judgement, moot=condition)
+        if (rule.stop_when_futile and max_windows and not judgement.settled
+                and futile(judgement, len(windows), max_windows, level)):
+            judgement = replace(judgement, futile=True)
         out.append(judgement)
     return out
 
@@ -151,7 +178,8 @@ def judge_measurement(rules: Sequence[Rule], windows: Sequence[Any], measure_rul
                       model: str | None = None) -> list[Judgement]:
     """Every rule judged as a measurement under `measure_rules` judges it: each look at its
     look_level, labelled with its confidence."""
-    return judge_windows(rules, windows, measure_rules.look_level, model, measure_rules.confidence)
+    return judge_windows(rules, windows, measure_rules.look_level, model, measure_rules.confidence,
+                         measure_rules.max_windows)
 
 
 def _labelled(measured: Estimate, level: float | None) -> Estimate:

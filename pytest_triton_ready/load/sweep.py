@@ -22,6 +22,7 @@ from .curve import (
     enough_trusted,
     knee,
     shape_problems,
+    undecided_within,
 )
 from .measured_models import budget_note
 from .profile import ModelProfile
@@ -79,7 +80,11 @@ def sweep(load: Any, check: Any, health: Any, profiles: Sequence[ModelProfile], 
             trusted = sum(1 for p in curve.points if p.trustworthy)
             incomplete.append(f"{prof.model}: only {trusted} of {len(curve.points)} curve points are stable and valid")
             continue
-        judge_curve(check, prof, curve, limits)
+        undecided = judge_curve(check, prof, curve, limits)
+        if undecided:
+            incomplete.append(undecided)
+            facts.withdraw(Capacity, prof.model)  # a capacity nobody could decide is none to plan with
+            continue
         publish_capacity(check, prof, curve, limits, facts)
     return incomplete
 
@@ -109,6 +114,10 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
         for note in m.too_close():
             check.finding(f"{model}: concurrency {concurrency} ({len(m.windows)} windows): {note}",
                           severity="info", model=model)
+        for judgement in (j for j in m.judgements if j.futile):
+            check.finding(f"{model}: concurrency {concurrency} ({len(m.windows)} windows): left undecided inside "
+                          f"its noise, which the window budget would not resolve: {judgement.describe()}",
+                          severity="info", model=model)
     curve.points.sort(key=lambda p: p.concurrency)
     return curve
 
@@ -127,9 +136,10 @@ def record_curve(check: Any, prof: ModelProfile, curve: Curve) -> None:
         check.load_point(p.for_report(model))
 
 
-def judge_curve(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimits) -> None:
+def judge_curve(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimits) -> str | None:
     """The knee, the shape before it (no decided fall, no latency explosion below the target load)
-    and some point within the budget."""
+    and some point within the budget; the sentence that leaves the latter too close to call (no
+    point decidedly within the budget, some within it by value), or None."""
     model, points = prof.model, curve.points
     knee_point = knee(points, limits.knee_fraction)
     check.measure("knee concurrency", knee_point.concurrency, "requests", model=model)
@@ -145,12 +155,19 @@ def judge_curve(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimit
         check.finding(f"{model}: no min_throughput SLO, so 'latency explodes below the target load' is not "
                       "checked", severity="info", model=model)
     best = capacity(points, prof.budget_p99_ms, limits.success_min)
+    maybe = undecided_within(points, prof.budget_p99_ms, limits.success_min)
+    if best is None and maybe:
+        shown = "; ".join(f"concurrency {p.concurrency}: p99 {p.p99_ms:.4g} ms"
+                          + (f", {p.p99_interval.describe('ms', 4)}" if p.p99_interval else "") for p in maybe)
+        return (f"{model}: too close to call whether some point keeps p99 within {prof.budget_p99_ms:g} ms: "
+                f"none decidedly does ({shown})")
     if not check.judge("some point keeps p99 within the budget", best is not None,
                        measured=f"p99 of {len(points)} curve points against {prof.budget_p99_ms:g} ms", model=model,
                        finding=f"{model}: no concurrency keeps p99 within {prof.budget_p99_ms:g} ms "
                                f"({prof.budget_source})"):
         check.recommend(f"{model}: the model is slower than its budget even at concurrency 1: speed it up "
                         "(batching, a faster backend, more instances) or revisit the SLO.")
+    return None
 
 
 def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimits, facts: Facts) -> Capacity:
