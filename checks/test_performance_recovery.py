@@ -19,42 +19,16 @@ import pytest
 
 from pytest_triton_ready.facts import HotReload, VersionRollout
 from pytest_triton_ready.faults.judges import judge_dead_instance, judge_reload, judge_server_restart, judge_sigterm
-from pytest_triton_ready.faults.recording import record_outcome, seconds
+from pytest_triton_ready.faults.recording import (
+    fault_model,
+    publish_outcome,
+    record_outcome,
+    recorded_and_judgeable,
+    seconds,
+)
 from pytest_triton_ready.models import defer_to_streaming
 
 pytestmark = pytest.mark.usefixtures("triton")
-
-
-def _fault_model(faults, check, streaming: bool = True) -> str:
-    """The model to break: a stateless unary one; where there is none, a decoupled one under
-    streamed traffic (`streaming`), else INCOMPLETE naming what is missing."""
-    model = faults.choose_model()
-    if model is None and streaming:
-        model = faults.choose_streaming_model()
-    if model is None:
-        wanted = f"faults.model={faults.plan.model!r} is not READY" if faults.plan.model else \
-            "no READY stateless model in scope (sequence models are left alone)"
-        check.incomplete(f"no model to run the fault experiment on: {wanted}")
-    pipelines = faults.pipeline_steps().get(model)
-    if pipelines:
-        check.finding(f"{model} is a step of {', '.join(pipelines)}: the fault breaks "
-                      f"{'them' if len(pipelines) > 1 else 'it'} too while it lasts", severity="warning", model=model)
-    return model
-
-
-def _publish(facts, kind, outcome, check, recovery_s) -> None:
-    facts.publish(kind(passed=outcome.incomplete is None and not check.failed, failed_requests=outcome.failed_requests,
-                       recovery_s=recovery_s, model=outcome.model, incomplete=outcome.incomplete))
-
-
-def _experiment(faults, check, outcome):
-    """Record an experiment's outcome (timeline, steady state, errors, commands, restore); INCOMPLETE
-    with its reason when it could not judge anything. False when a declared command failed (an error
-    finding with its output: nothing to judge)."""
-    record_outcome(check, outcome, faults.plan.rate_per_s)
-    if outcome.incomplete:
-        check.incomplete(outcome.incomplete)
-    return not outcome.action_error
 
 
 @pytest.mark.triton_check("PERF-4")
@@ -65,14 +39,14 @@ def test_forced_reload_under_traffic_loses_no_request(faults, check, triton_sett
     unchanged model is a no-op); failed requests are compared with reload_failed_requests_max. On
     a decoupled model (where no stateless unary model is in scope) the traffic is streamed: a stream
     cut off or left without its final response is a failed request."""
-    model = _fault_model(faults, check)
+    model = fault_model(faults, check)
     outcome = faults.forced_reload(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
     if outcome.incomplete:
-        _publish(triton_facts, HotReload, outcome, check, None)
+        publish_outcome(triton_facts, HotReload, outcome, check, None)
         check.incomplete(outcome.incomplete)
     judge_reload(check, outcome, "forced reload", faults.plan.rate_per_s)
-    _publish(triton_facts, HotReload, outcome, check, seconds(outcome.serve_s))
+    publish_outcome(triton_facts, HotReload, outcome, check, seconds(outcome.serve_s))
 
 
 @pytest.mark.triton_check("PERF-4")
@@ -82,18 +56,18 @@ def test_new_version_rollout_under_traffic_loses_no_request(faults, check, trito
     Version N+1 (a new version directory) appears in a scratch copy of the model served by a second
     server like the run's one, then a load picks it up; the repository under test is not touched.
     On a decoupled model (where no stateless unary model is in scope) traffic and probes are streamed."""
-    model = _fault_model(faults, check)
+    model = fault_model(faults, check)
     outcome = faults.version_rollout(model)
     record_outcome(check, outcome, faults.plan.rate_per_s)
     if outcome.incomplete:
-        _publish(triton_facts, VersionRollout, outcome, check, None)
+        publish_outcome(triton_facts, VersionRollout, outcome, check, None)
         check.incomplete(outcome.incomplete)
     if outcome.action_error:
-        _publish(triton_facts, VersionRollout, outcome, check, None)
+        publish_outcome(triton_facts, VersionRollout, outcome, check, None)
         return  # the declared command failed: an error finding with its output, nothing to judge
     judge_reload(check, outcome, f"rollout of version {outcome.new_version}", faults.plan.rate_per_s)
     check.measure(f"state of version {outcome.old_version} after the rollout", outcome.old_version_state, model=model)
-    _publish(triton_facts, VersionRollout, outcome, check, seconds(outcome.serve_s))
+    publish_outcome(triton_facts, VersionRollout, outcome, check, seconds(outcome.serve_s))
 
 
 @pytest.mark.triton_check("PERF-4")
@@ -106,9 +80,9 @@ def test_dead_instance_is_reported_and_recovers(faults, check, triton_settings, 
     the probe) is INCOMPLETE. Where every READY model in scope is decoupled, NOT APPLICABLE:
     test_streaming_dead_stub_is_reported_and_recovers covers a dead stub under streams."""
     defer_to_streaming(check, triton)
-    model = _fault_model(faults, check, streaming=False)
+    model = fault_model(faults, check, streaming=False)
     outcome = faults.instance_restart(model)
-    if _experiment(faults, check, outcome):
+    if recorded_and_judgeable(faults, check, outcome):
         version = (triton.client.server_metadata() or {}).get("version", "?")
         judge_dead_instance(check, outcome, version, faults.plan.recovery_timeout_s)
 
@@ -121,8 +95,8 @@ def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
     for the same input as before the crash, and no process of the crashed server may be left. On a
     decoupled model (where no stateless unary model is in scope) traffic and probes are streamed:
     the first correct answer is the same tokens for the same prompt as before the crash."""
-    outcome = faults.server_restart(_fault_model(faults, check))
-    if _experiment(faults, check, outcome):
+    outcome = faults.server_restart(fault_model(faults, check))
+    if recorded_and_judgeable(faults, check, outcome):
         judge_server_restart(check, outcome, faults.plan.recovery_timeout_s, faults.plan.protocol)
 
 
@@ -137,6 +111,6 @@ def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings, trito
     model in scope is decoupled, NOT APPLICABLE: test_streaming_sigterm_ends_streams_cleanly covers
     SIGTERM with streams in flight."""
     defer_to_streaming(check, triton)
-    outcome = faults.graceful_shutdown(_fault_model(faults, check, streaming=False))
-    if _experiment(faults, check, outcome):
+    outcome = faults.graceful_shutdown(fault_model(faults, check, streaming=False))
+    if recorded_and_judgeable(faults, check, outcome):
         judge_sigterm(check, outcome)

@@ -430,3 +430,58 @@ def test_streams_are_steady_once_every_stream_produced_and_nothing_failed():
                                                   "one per stream is needed)")
     failing = streams_steady([Bin(0.0, 2, 1, 0, 5.0, 5.0)], 8, 4)
     assert not failing.holds and failing.reason == "1 streamed requests failed before the fault"
+
+
+def _recorder():
+    from pytest_triton_ready.recorder import CheckRecorder
+    from pytest_triton_ready.report.model import Result
+
+    return CheckRecorder(Result(check_id="PERF-4", phase="performance", title="t", nodeid="n"))
+
+
+class FakeFaults:
+    def __init__(self, unary=None, streaming=None, model=None, pipelines=None):
+        self.plan = FaultPlan(model=model)
+        self._unary, self._streaming, self._pipelines = unary, streaming, pipelines or {}
+
+    def choose_model(self):
+        return self._unary
+
+    def choose_streaming_model(self):
+        return self._streaming
+
+    def pipeline_steps(self):
+        return self._pipelines
+
+
+def test_the_fault_model_is_a_unary_one_then_a_streaming_one_and_a_pipeline_step_is_warned():
+    from pytest_triton_ready.faults.recording import fault_model
+
+    assert fault_model(FakeFaults(unary="scale", streaming="generate"), _recorder()) == "scale"
+    assert fault_model(FakeFaults(streaming="generate"), _recorder()) == "generate"
+    check = _recorder()
+    assert fault_model(FakeFaults(unary="scale", pipelines={"scale": ["ensemble_a"]}), check) == "scale"
+    assert [f.message for f in check.result.findings] == [
+        "scale is a step of ensemble_a: the fault breaks it too while it lasts"]
+
+
+def test_no_model_to_break_is_incomplete_naming_what_is_missing():
+    from pytest_triton_ready.faults.recording import fault_model
+
+    check = _recorder()
+    with pytest.raises(pytest.skip.Exception):
+        fault_model(FakeFaults(streaming="generate"), check, streaming=False)
+    assert check.result.reason == ("no model to run the fault experiment on: no READY stateless model in scope "
+                                   "(sequence models are left alone)")
+    check = _recorder()
+    with pytest.raises(pytest.skip.Exception):
+        fault_model(FakeFaults(model="gone"), check)
+    assert check.result.reason == "no model to run the fault experiment on: faults.model='gone' is not READY"
+
+
+def test_a_declared_command_that_failed_leaves_nothing_to_judge():
+    from pytest_triton_ready.faults.outcomes import Outcome
+    from pytest_triton_ready.faults.recording import recorded_and_judgeable
+
+    assert recorded_and_judgeable(FakeFaults(), _recorder(), Outcome("x", "m")) is True
+    assert recorded_and_judgeable(FakeFaults(), _recorder(), Outcome("x", "m", action_error="exit 1")) is False

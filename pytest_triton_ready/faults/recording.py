@@ -40,3 +40,37 @@ def record_outcome(check: Any, outcome: Outcome, rate_per_s: float | None = None
 
 def seconds(value: float | None) -> float | None:
     return round(value, 3) if value is not None else None
+
+
+def fault_model(faults: Any, check: Any, streaming: bool = True) -> str:
+    """The model to break: a stateless unary one; where there is none, a decoupled one under
+    streamed traffic (`streaming`), else INCOMPLETE naming what is missing. A model that is a step
+    of a pipeline gets a warning: the fault breaks the pipeline too while it lasts."""
+    model = faults.choose_model()
+    if model is None and streaming:
+        model = faults.choose_streaming_model()
+    if model is None:
+        wanted = f"faults.model={faults.plan.model!r} is not READY" if faults.plan.model else \
+            "no READY stateless model in scope (sequence models are left alone)"
+        check.incomplete(f"no model to run the fault experiment on: {wanted}")
+    pipelines = faults.pipeline_steps().get(model)
+    if pipelines:
+        check.finding(f"{model} is a step of {', '.join(pipelines)}: the fault breaks "
+                      f"{'them' if len(pipelines) > 1 else 'it'} too while it lasts", severity="warning", model=model)
+    return model
+
+
+def publish_outcome(facts: Any, kind: type, outcome: Outcome, check: Any, recovery_s: float | None) -> None:
+    """Leave the experiment's result for the checks after it as a typed fact (`kind`)."""
+    facts.publish(kind(passed=outcome.incomplete is None and not check.failed, failed_requests=outcome.failed_requests,
+                       recovery_s=recovery_s, model=outcome.model, incomplete=outcome.incomplete))
+
+
+def recorded_and_judgeable(faults: Any, check: Any, outcome: Outcome) -> bool:
+    """Record an experiment's outcome (timeline, steady state, errors, commands, restore); INCOMPLETE
+    with its reason when it could not judge anything. False when a declared command failed (an error
+    finding with its output: nothing to judge)."""
+    record_outcome(check, outcome, faults.plan.rate_per_s)
+    if outcome.incomplete:
+        check.incomplete(outcome.incomplete)
+    return not outcome.action_error
