@@ -21,6 +21,8 @@ from .soak.duration import format_duration
 
 SERVER_START_S = 10.0  # an experiment's restart of the server, or a second server for a new version
 FAULT_KINDS_BUILT_IN = 5  # forced reload, new version, dead instance, crash + restart, SIGTERM
+RESTARTS_LOADING_EVERY_MODEL = 2  # the crash + restart, and SIGTERM's restore: the server loads every model first
+MODEL_LOAD_S = 2.0  # one model loaded again on such a restart (python backend stubs on a 2-core host, measured)
 DEFAULT_SWEEP_TOP = 64  # PERF-2's top concurrency when no max_batch_size is known
 
 
@@ -119,14 +121,16 @@ def estimates(settings: Any, check_ids: Iterable[str] | None = None) -> list[Pha
                                       settings.triton_soak + most)
     faults = settings.section_model("faults")
     experiment = faults.steady_s + faults.observe_s + faults.settle_s
-    out["PERF-4"] = PhaseEstimate("PERF-4", FAULT_KINDS_BUILT_IN * (experiment + SERVER_START_S),
+    reloading = RESTARTS_LOADING_EVERY_MODEL * shape.models * MODEL_LOAD_S
+    out["PERF-4"] = PhaseEstimate("PERF-4", FAULT_KINDS_BUILT_IN * (experiment + SERVER_START_S) + reloading,
                                   f"{FAULT_KINDS_BUILT_IN} fault experiments x ({experiment:g} s of traffic + "
-                                  f"{SERVER_START_S:g} s recovery)")
+                                  f"{SERVER_START_S:g} s recovery) + {RESTARTS_LOADING_EVERY_MODEL} restarts x "
+                                  f"{shape.models} model(s) x {MODEL_LOAD_S:g} s of loading")
     chosen = ids if ids is not None else sorted(out)
     result = []
     for check_id in chosen:
         estimate = out.get(check_id) or PhaseEstimate(check_id, READING_CHECK_S, "reads only")
-        scales = check_id in ("CFG-2", "PERF-1", "PERF-2")  # the others do not grow with the models
+        scales = check_id in ("CFG-2", "PERF-1", "PERF-2", "PERF-4")  # the others do not grow with the models
         result.append(PhaseEstimate(estimate.check_id, estimate.seconds, estimate.how + (per_model if scales else ""),
                                     estimate.most_s))
     return result

@@ -40,7 +40,9 @@ def test_estimates_follow_the_windows_the_models_the_soak_and_the_faults(tmp_pat
     assert rows["CFG-2"].seconds == 2 * 7 and rows["PERF-1"].seconds == 3 * 7
     assert rows["PERF-2"].seconds == 12 * 7 and "4+4+4 per model" in rows["PERF-2"].how
     assert rows["PERF-3"].seconds == 30 + 7
-    assert rows["PERF-4"].seconds == estimates.FAULT_KINDS_BUILT_IN * (6 + estimates.SERVER_START_S)
+    assert rows["PERF-4"].seconds == (estimates.FAULT_KINDS_BUILT_IN * (6 + estimates.SERVER_START_S)
+                                      + 2 * 3 * estimates.MODEL_LOAD_S)  # two restarts load the 3 models again
+    assert "2 restarts x 3 model(s)" in rows["PERF-4"].how
     assert rows["SEC-1"].seconds == budget.READING_CHECK_S
     more = settings_with(tmp_path, "models: [scale, cached_sum, accumulate, scale_2]\n")
     assert estimates.repository_shape(more).models == 4  # a model list decides the count
