@@ -95,6 +95,7 @@ class LoadHealth:
         self.skipped: dict[str, str] = {}  # model -> why it is not measured (still dead)
         self.models = list(models) if models is not None else None
         self.stall_ratio = check.threshold("load_stall_ratio").value
+        self.stall_min_s = check.threshold("load_stall_min_s").value
         self.probe_span_s = check.threshold("health_probe_span_s").value
         self._log_mark = self._log_lines()
         self._earlier()
@@ -172,11 +173,12 @@ class LoadHealth:
                               failed_requests=count, evidence=reason)
                 self.deaths[key] = death
                 new.append(death)
-        for stall in find_stalls(getattr(traffic, "windows", []) or [], self.stall_ratio):
+        for stall in find_stalls(getattr(traffic, "windows", []) or [], self.stall_ratio, self.stall_min_s):
             self.stalls += 1
             where = f"{model}: " if model else ""
             self.check.finding(f"{where}stall at {label or 'the load'}: {stall.describe()} (below "
-                               f"{self.stall_ratio:g} x, load_stall_ratio)", model=model, rule="STALL")
+                               f"{self.stall_ratio:g} x, load_stall_ratio; at least {self.stall_min_s:g} s withheld, "
+                               "load_stall_min_s)", model=model, rule="STALL")
         timed_out = int(getattr(traffic, "timed_out", 0) or 0)
         if timed_out:
             self.timed_out += timed_out

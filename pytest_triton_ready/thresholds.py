@@ -146,6 +146,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows", COUNT),
     "load_request_timeout_s": ThresholdSpec(10.0, "s", "a load request still unanswered this long after it was sent counts as failed (timeout) at a window's end", POSITIVE),
     "load_stall_ratio": ThresholdSpec(0.25, "ratio", "stall: a load window completing fewer requests than this share of its neighbours' median", FRACTION),
+    "load_stall_min_s": ThresholdSpec(0.5, "s", "stall: the run of such windows must withhold at least this many seconds of its neighbours' traffic; a shorter hiccup of a busy client host is noise", NON_NEGATIVE),
     "health_probe_span_s": ThresholdSpec(1.5, "s", "after each load phase, how long every model's instances are probed with real requests", POSITIVE),
     "reload_failed_requests_max": ThresholdSpec(0, "requests", "requests that may fail while a model reloads or a new version rolls out under traffic", COUNT_OR_ZERO),
     "reload_serve_max_s": ThresholdSpec(30.0, "s", "longest time from a reload request until the reloaded (or new) version serves", POSITIVE),

@@ -149,9 +149,25 @@ def _window(index, completed, errors_=0):
 
 def test_a_window_with_far_fewer_completions_than_its_neighbours_is_a_stall():
     windows = [_window(i, n) for i, n in enumerate([100, 104, 12, 98, 101])]
-    stalls = find_stalls(windows, 0.25)
-    assert [s.index for s in stalls] == [2]
+    stalls = find_stalls(windows, 0.25, min_s=0.5)
+    assert [s.index for s in stalls] == [2]  # 0.9 s of a 1 s window withheld
     assert "completed 12 requests" in stalls[0].describe()
+
+
+def _short_window(index, completed_):
+    return SimpleNamespace(index=index, start_s=index * 0.4, end_s=(index + 1) * 0.4,
+                           stats=Stats(completed_, {}, 0, 1.0, completed_ / 0.4, {"p99": 1.0}))
+
+
+def test_one_short_window_of_a_busy_client_is_no_stall_but_a_run_of_them_is():
+    # recorded on a 2-core machine under other work: 0.4 s windows, window 3 completed 43 of ~204
+    hiccup = [_short_window(i, n) for i, n in enumerate([198, 210, 204, 43, 207, 201])]
+    assert find_stalls(hiccup, 0.25, min_s=0.5) == []  # 0.3 s of traffic withheld
+    assert [s.index for s in find_stalls(hiccup, 0.25, min_s=0.0)] == [3]
+    frozen = [_short_window(i, n) for i, n in enumerate([198, 210, 204, 0, 0, 207, 201, 205])]
+    stalls = find_stalls(frozen, 0.25, min_s=0.5)  # two silent windows withhold 0.8 s
+    assert [s.index for s in stalls] == [3, 4]
+    assert "0.8 s of traffic withheld" in stalls[0].describe()
 
 
 def test_ordinary_spread_and_thin_traffic_are_not_stalls():
