@@ -28,7 +28,7 @@ def test_precedence_is_cli_then_env_then_yaml_then_ini(tmp_path):
     assert (settings.triton_dynamic_dim, settings.sources["triton_dynamic_dim"]) == (4, "ini")
     settings = _settings(tmp_path, yaml_text, env=env, ini=ini)
     assert (settings.triton_url, settings.sources["triton_url"]) == ("http://env:8000", "env:TRITON_READY_URL")
-    assert settings.launch == "attach"
+    assert (settings.launch, settings.triton_launch) == ("attach", None)  # a URL alone attaches
 
 
 def test_grpc_and_metrics_urls_are_derived_from_the_http_url(tmp_path):
