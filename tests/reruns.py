@@ -2,7 +2,7 @@
 
 `--server-reruns=N` (dev.py test gives 1) reruns a failed test marked `server`: real traffic on a
 shared machine. A unit test gets none. The summary counts the reruns, server and unit tests apart,
-and a unit test that passed only on a rerun (`--reruns` given by hand) fails the session."""
+with the end of each first attempt's failure message, and a unit test that passed only on a rerun (`--reruns` given by hand) fails the session."""
 
 from __future__ import annotations
 
@@ -36,11 +36,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _SESSION_RERUNS: list[str] = []  # node ids of this session's reruns, one entry per rerun
+_FIRST_FAILURES: dict[str, str] = {}  # node id: why its first attempt failed (the end of the message)
+FAILURE_TAIL_CHARS = 2000
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.outcome == "rerun":
         _SESSION_RERUNS.append(report.nodeid)
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = crash.message if crash is not None else str(report.longrepr or "")
+        _FIRST_FAILURES.setdefault(report.nodeid, f"{report.when}: {message[-FAILURE_TAIL_CHARS:]}")
 
 
 def split_reruns(config: pytest.Config) -> tuple[list[str], list[str]]:
@@ -64,3 +69,6 @@ def pytest_terminal_summary(terminalreporter) -> None:
                           + (" (a unit test that needed a rerun fails the session)" if unit else ""))
     for nodeid in sorted(set(server + unit)):
         terminalreporter.line(f"  rerun {_SESSION_RERUNS.count(nodeid)}x: {nodeid}" + ("" if nodeid in server else " [unit]"))
+        if nodeid in _FIRST_FAILURES:  # a rerun is a defect to fix: say what the first attempt saw
+            for line in _FIRST_FAILURES[nodeid].splitlines():
+                terminalreporter.line(f"      {line}")

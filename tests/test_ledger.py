@@ -168,6 +168,7 @@ def test_only_server_tests_are_rerun_and_a_unit_test_that_needed_a_rerun_fails_t
     server_only = run("--server-reruns=1", "-m", "server")
     assert server_only.returncode == 0, server_only.stdout
     assert "1 reruns: 1 of server tests, 0 of unit tests" in server_only.stdout
+    assert "      call: AssertionError: fails on its first attempt" in server_only.stdout  # what the first saw
     both = run("--server-reruns=1")
     assert both.returncode == 1 and "1 failed, 1 passed, 1 rerun" in both.stdout, both.stdout
     by_hand = run("--reruns=1")  # every test rerun: the unit test's pass on a rerun still fails the session
