@@ -2,7 +2,8 @@
 
 `--server-reruns=N` (dev.py test gives 1) reruns a failed test marked `server`: real traffic on a
 shared machine. A unit test gets none. The summary counts the reruns, server and unit tests apart,
-with the end of each first attempt's failure message, and a unit test that passed only on a rerun (`--reruns` given by hand) fails the session."""
+with the end of each first attempt's failure message, and a unit test that passed only on a rerun
+(`--reruns` given by hand) fails the session."""
 
 from __future__ import annotations
 
