@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from recorded_windows import traffic_result
 
 from pytest_triton_ready.load.confidence import (
     Interval,
@@ -28,7 +29,7 @@ from pytest_triton_ready.load.engine import measurement_done, measurement_from
 from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.stability import MeasureRules, stability
 from pytest_triton_ready.load.stats import LatencyHistogram, Tally
-from pytest_triton_ready.load.traffic import TrafficResult, Window
+from pytest_triton_ready.load.traffic import Window
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
@@ -124,7 +125,7 @@ def test_a_threshold_inside_the_noise_ends_too_close_to_call_with_its_interval()
 def test_a_clear_pass_decides_on_the_first_valid_windows():
     windows = recorded_windows(p99_ms=4.0, count=10, spread=0.3)  # mean latency spread 13.7%: unstable
     assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 3  # 6 s: the validity minimum
-    measured = measurement_from("m", _result(windows[:3]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
+    measured = measurement_from("m", traffic_result(windows[:3]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
     assert not measured.stable and measured.trustworthy and measured.problem() is None
     assert [j.outcome for j in measured.judgements] == [PASS, PASS]
     assert measured.judgement("p99 latency").margin == pytest.approx(96.0, abs=0.5)
@@ -166,7 +167,7 @@ def test_without_rules_the_engine_keeps_perf_analyzers_stop():
 def test_a_model_failing_every_request_fails_on_its_success_rate_whatever_the_validity():
     windows = recorded_windows(p99_ms=4.0, count=10, per_window=0, errors=400)
     assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 3  # the first look, never valid
-    measured = measurement_from("m", _result(windows[:3]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
+    measured = measurement_from("m", traffic_result(windows[:3]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
     assert not measured.valid  # 0 requests < 200
     success = measured.judgement("success rate")
     assert (success.outcome, success.value) == (FAIL, 0.0)
@@ -235,11 +236,6 @@ def _rescaled(window, factor):
     return type(stats)(**{**stats.__dict__, "throughput_infer_s": stats.throughput_infer_s * factor,
                           "count_ok": int(stats.count_ok * factor)})
 
-
-def _result(windows):
-    last = windows[-1]
-    return TrafficResult(last.stats, {"m": last.stats}, windows, None, [w.tallies for w in windows], "closed", 0.0,
-                         last.end_s)
 
 
 def test_a_curve_point_asks_the_searchs_questions():

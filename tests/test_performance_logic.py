@@ -8,6 +8,7 @@ import random
 from dataclasses import replace
 
 import pytest
+from recorded_windows import traffic_result
 
 from pytest_triton_ready.facts import Capacity, Facts, TargetLoad
 from pytest_triton_ready.load.batching_stress import saturation_concurrency
@@ -253,7 +254,7 @@ def test_a_point_below_the_capacity_so_far_stops_without_deciding_its_p99():
     below = search.point_rules([_decided_best(4, 2000.0)], 8, 0.10)
     stop = _stops_after(at_budget, below)
     assert stop == 3  # decidedly under 2000 x 1.05 infer/s at the first look: the p99 question is moot
-    measured = measurement_from("m", _result(at_budget[:stop]), RULES, 8, None, "grpc", judged=below)
+    measured = measurement_from("m", traffic_result(at_budget[:stop]), RULES, 8, None, "grpc", judged=below)
     p99 = measured.judgement("p99 latency")
     assert p99.outcome == UNDECIDED and p99.settled and p99.moot is not None
     assert measured.too_close() == []
@@ -273,7 +274,7 @@ def test_a_curve_point_inside_its_noise_stops_at_the_first_look_when_the_budget_
     sweep_rules = search.point_rules([], 8, 0.10)
     stop = _stops_after(noisy, sweep_rules)
     assert stop == 3  # was 10: the p99 interval narrowed to 10 windows would still hold 100 ms
-    measured = measurement_from("m", _result(noisy[:stop]), RULES, 8, None, "grpc", judged=sweep_rules)
+    measured = measurement_from("m", traffic_result(noisy[:stop]), RULES, 8, None, "grpc", judged=sweep_rules)
     p99 = measured.judgement("p99 latency")
     assert (p99.outcome, p99.futile, p99.settled) == (UNDECIDED, True, True)
     assert not CurvePoint.measured(8, measured).within_budget(100.0)
@@ -287,7 +288,7 @@ def test_a_curve_point_the_window_budget_can_decide_goes_on_to_decide():
     sweep_rules = search.point_rules([], 8, 0.10)
     stop = _stops_after(over, sweep_rules)
     assert stop == 6  # undecided at the first look, not futile: decided at the second
-    measured = measurement_from("m", _result(over[:stop]), RULES, 8, None, "grpc", judged=sweep_rules)
+    measured = measurement_from("m", traffic_result(over[:stop]), RULES, 8, None, "grpc", judged=sweep_rules)
     assert measured.judgement("p99 latency").outcome == FAIL
 
 
@@ -299,7 +300,7 @@ def test_a_drop_inside_the_noise_ends_the_point_undecided_and_is_no_fall():
     stop = _stops_after(noisy, rules)
     patient = [replace(r, stop_when_futile=False) for r in rules]
     assert _stops_after(noisy, patient) > stop  # without giving up it measures on
-    measured = measurement_from("m", _result(noisy[:stop]), RULES, 8, None, "grpc", judged=rules)
+    measured = measurement_from("m", traffic_result(noisy[:stop]), RULES, 8, None, "grpc", judged=rules)
     fall = measured.judgement("throughput against the previous point")
     assert stop < 10 and fall.outcome == UNDECIDED and fall.futile
     assert not falls(previous, CurvePoint.measured(8, measured), 0.10)
@@ -308,11 +309,6 @@ def test_a_drop_inside_the_noise_ends_the_point_undecided_and_is_no_fall():
 def _stops_after(windows, judged):
     return next(n for n in range(1, len(windows) + 1) if measurement_done(windows[:n], RULES, judged, "m"))
 
-
-def _result(windows):
-    last = windows[-1]
-    return TrafficResult(last.stats, {"m": last.stats}, windows, None, [w.tallies for w in windows], "closed", 0.0,
-                         last.end_s)
 
 
 def test_a_plateau_needs_flat_values_and_no_confirmed_gain():
