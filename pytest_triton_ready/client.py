@@ -98,6 +98,7 @@ class TritonClient:
         self.grpc_url = grpc_url
         self.headers = dict(headers or {})
         self.timeout_s = timeout_s
+        self.changes = 0  # models loaded or unloaded through this client: each one changes the server
         self.dynamic_dim = dynamic_dim
         self.declared = declared or InputDeclarations(dynamic_dim=dynamic_dim)
         self.input_shapes = {**{m: dict(s) for m, s in (input_shapes or {}).items()}, **self.declared.shapes}
@@ -172,10 +173,12 @@ class TritonClient:
     # -- repository control --------------------------------------------------------------------
     def load(self, model: str, config: dict[str, Any] | None = None) -> None:
         """Load (or reload, when a config override is given) a model; explicit model control only."""
+        self.changes += 1
         self.http.load_model(model, headers=self.headers, config=json.dumps(config) if config else None)
         self._forget(model)
 
     def unload(self, model: str, unload_dependents: bool = False) -> None:
+        self.changes += 1
         self.http.unload_model(model, headers=self.headers, unload_dependents=unload_dependents)
         self._forget(model)
 

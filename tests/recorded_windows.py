@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pytest_triton_ready.load.traffic import TrafficResult
+import random
+
+from pytest_triton_ready.load.stats import Tally
+from pytest_triton_ready.load.traffic import TrafficResult, Window
 
 
 def traffic_result(windows):
@@ -10,3 +13,25 @@ def traffic_result(windows):
     last = windows[-1]
     return TrafficResult(last.stats, {"m": last.stats}, windows, None, [w.tallies for w in windows], "closed", 0.0,
                          last.end_s)
+
+
+def recorded_windows(p99_ms: float, count: int, per_window: int = 600, spread: float = 0.0, errors: int = 0,
+                     seed: int = 7, window_s: float = 2.0,
+                     error: str = "StatusCode.INTERNAL: model raised") -> list[Window]:
+    """Windows of model "m" as the engine records them: each window's latencies drawn around a
+    distribution whose p99 is `p99_ms` (uniform over [0.2, 1.0] x its top), scaled per window by up to
+    +-`spread` (a busy machine's window-to-window noise), with `errors` failed requests per window
+    (each failing with `error`)."""
+    rng = random.Random(seed)
+    top_s = p99_ms / 1000.0 / (0.2 + 0.8 * 0.99)
+    windows = []
+    for i in range(count):
+        scale = 1.0 + rng.uniform(-spread, spread)
+        tally = Tally(started=i * window_s, ended=(i + 1) * window_s)
+        for _ in range(per_window):
+            tally.ok(top_s * scale * rng.uniform(0.2, 1.0))
+        for _ in range(errors):
+            tally.error(error)
+        stats = tally.summary(window_s)
+        windows.append(Window(i, i * window_s, (i + 1) * window_s, stats, {"m": stats}, tallies={"m": tally}))
+    return windows

@@ -3,10 +3,8 @@ early decisions, success before validity, and the curve's falls judged against t
 
 from __future__ import annotations
 
-import random
-
 import pytest
-from recorded_windows import traffic_result
+from recorded_windows import recorded_windows, traffic_result
 
 from pytest_triton_ready.load.confidence import (
     Interval,
@@ -28,7 +26,7 @@ from pytest_triton_ready.load.decision import (
 from pytest_triton_ready.load.engine import measurement_done, measurement_from
 from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.stability import MeasureRules, stability
-from pytest_triton_ready.load.stats import LatencyHistogram, Tally
+from pytest_triton_ready.load.stats import LatencyHistogram
 from pytest_triton_ready.load.traffic import Window
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
@@ -36,27 +34,9 @@ from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 P99_RULE = Rule("p99 latency", "p99", "<=", 100.0, "ms")
 SUCCESS_RULE = Rule("success rate", "success rate", ">=", 0.999, "ratio", needs_validity=False)
-RULES = MeasureRules()  # 2 s windows, valid from 6 s and 200 requests, at most 10 windows, 95%
-
-
-def recorded_windows(p99_ms: float, count: int, per_window: int = 600, spread: float = 0.0, errors: int = 0,
-                     seed: int = 7, window_s: float = 2.0) -> list[Window]:
-    """Windows of model "m" as the engine records them: each window's latencies drawn around a
-    distribution whose p99 is `p99_ms` (uniform over [0.2, 1.0] x its top), scaled per window by up to
-    +-`spread` (a busy machine's window-to-window noise), with `errors` failed requests per window."""
-    rng = random.Random(seed)
-    top_s = p99_ms / 1000.0 / (0.2 + 0.8 * 0.99)
-    windows = []
-    for i in range(count):
-        scale = 1.0 + rng.uniform(-spread, spread)
-        tally = Tally(started=i * window_s, ended=(i + 1) * window_s)
-        for _ in range(per_window):
-            tally.ok(top_s * scale * rng.uniform(0.2, 1.0))
-        for _ in range(errors):
-            tally.error("StatusCode.INTERNAL: model raised")
-        stats = tally.summary(window_s)
-        windows.append(Window(i, i * window_s, (i + 1) * window_s, stats, {"m": stats}, tallies={"m": tally}))
-    return windows
+# The rules the recorded windows below are cut for: 2 s windows, valid from 6 s and 200 requests,
+# at most 10 windows, 95%.
+RULES = MeasureRules(window_s=2.0, min_duration_s=6.0, max_windows=10)
 
 
 def stopping_point(windows: list[Window], judged: list[Rule], rules: MeasureRules = RULES) -> int:
@@ -103,6 +83,7 @@ def test_the_order_statistic_interval_brackets_the_percentile_and_narrows_with_m
 def test_a_measurement_looks_at_its_rules_a_few_times_each_at_a_level_that_keeps_the_whole():
     assert RULES.look_windows == (3, 6, 10)
     assert RULES.look_level == pytest.approx(1 - 0.05 / 3)
+    assert MeasureRules().look_windows == (6, 12, 24)  # the defaults: 0.5 s windows, valid from 3 s, 12 s at most
     short = MeasureRules(window_s=0.4, min_duration_s=1.2, max_windows=6)
     assert short.look_windows == (3, 6)
     assert MeasureRules(max_windows=1).look_windows == (1,)

@@ -29,7 +29,7 @@ from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result, Verdict
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
-RULES = MeasureRules()
+RULES = MeasureRules(window_s=2.0, min_duration_s=6.0, max_windows=10)  # the recorded windows' rules: 2 s windows
 
 
 def _check(check_id: str = "PERF-1") -> CheckRecorder:
@@ -70,7 +70,7 @@ class RecordedLoad:
     def rules(self, **overrides):
         return MeasureRules(**{**RULES.__dict__, **overrides})
 
-    def measure(self, model, *, concurrency=None, rate=None, poisson=False, rules=None, judge=None):
+    def measure(self, model, *, concurrency=None, rate=None, poisson=False, rules=None, judge=None, reuse=False):
         rules = rules or RULES
         p99, per_window = self.curve.get(concurrency) or self.curve[None]
         windows = windows_at(p99, per_window, rules.max_windows, self.spread, seed=concurrency)

@@ -39,7 +39,7 @@ def test_the_looks_come_at_the_configured_length_then_twice_as_long_and_at_the_w
 
 def test_the_schedule_comes_from_the_thresholds_and_the_run_budget_caps_its_longest():
     looks = StreamingLooks.from_thresholds(_threshold(), first_s=6.0)
-    assert (looks.first_s, looks.longest_s, looks.min_requests) == (6.0, 20.0, 10)  # 10 windows of 2 s
+    assert (looks.first_s, looks.longest_s, looks.min_requests) == (6.0, 12.0, 10)  # 24 windows of 0.5 s
     now = [0.0]
     run = budget.RunBudget(30.0, {"PERF-1": 30.0}, clock=lambda: now[0])
     run.enter("PERF-1")

@@ -189,6 +189,7 @@ class FaultInjector:
         stubs = [s for s in self.stubs(model) if instance is None or s.instance == instance]
         if not stubs:
             raise LookupError(f"no python backend stub of {model}" + (f" instance {instance}" if instance else ""))
+        self._changed()
         self.processes.signal(stubs[0].pid, signal.SIGKILL)
         return stubs[0]
 
@@ -208,14 +209,17 @@ class FaultInjector:
 
     def kill_server(self) -> None:
         """SIGKILL the server and everything it started (a crash), through its launcher."""
+        self._changed()
         self.target.launcher.kill()
 
     def start_server(self) -> None:
         """Start the server again on the same ports, through its launcher."""
+        self._changed()
         self.target.launcher.start()
 
     def terminate_server(self) -> None:
         """SIGTERM the server process, as an orchestrator does to stop it."""
+        self._changed()
         self.processes.terminate_server()
 
     # -- bringing it back ------------------------------------------------------------------------
@@ -279,7 +283,17 @@ class FaultInjector:
     # -- experiments: each one through the one skeleton (experiment.run_experiment) ----------------
     def run(self, experiment: Experiment) -> Outcome:
         """Run any Experiment through the skeleton: steady state, fault, verdict, restore (finally)."""
-        return run_experiment(experiment)
+        self._changed()
+        try:
+            return run_experiment(experiment)
+        finally:
+            self._changed()
+
+    def _changed(self) -> None:
+        """No measurement from before a fault may stand in for one after it (LoadEngine.server_changed)."""
+        changed = getattr(self.engine, "server_changed", None)
+        if changed is not None:
+            changed()
 
     def forced_reload(self, model: str) -> ReloadOutcome:
         """Under traffic, reload `model` with a harmless config change (a real reload). Zero

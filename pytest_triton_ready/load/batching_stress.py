@@ -15,7 +15,7 @@ from .. import progress
 from ..models import ready_decoupled_models
 from .batching import batching_advice, far_from_preferred
 from .decision import Rule
-from .judged import record_judgement
+from .judged import record_judgement, record_reuse
 from .profile import ModelProfile
 from .server_record import record_server_side
 
@@ -62,7 +62,8 @@ def stress(load: Any, check: Any, health: Any, batched: Sequence[ModelProfile]) 
         concurrency = saturation_concurrency(prof, cap)
         progress.step(f"{model}: batching at saturation, concurrency {concurrency} (model {number} of {len(batched)})")
         rule = Rule("average batch size", "average batch size", ">", float(min_batch.value), "requests")
-        measurement = load.measure(model, concurrency=concurrency, judge=[rule])
+        measurement = load.measure(model, concurrency=concurrency, judge=[rule], reuse=True)
+        record_reuse(check, model, f"concurrency {concurrency}", measurement)
         check.measure("saturation concurrency", concurrency, "requests", model=model)
         if health.observe(measurement, model=model, label=f"concurrency {concurrency}"):
             continue

@@ -11,12 +11,16 @@
 
     m = engine.measure("scale", concurrency=16, judge=[Rule("p99 latency", "p99", "<=", 100.0, "ms")])
     m.judgements[0].outcome                           # stops once every rule is decided (load/decision.py)
+
+    m = engine.measure("scale", concurrency=16, judge=other_rules, reuse=True)
+    m.reused_after_s                                  # the windows measured above, if they decide these rules too
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .background import BackgroundTraffic
@@ -58,6 +62,7 @@ class Measurement:
     cluster: dict[str, Any] | None = None  # Ray workers: address, nodes, clock offsets (load/ray_workers.py)
     judgements: list[Judgement] = field(default_factory=list)
     judged: bool = False
+    reused_after_s: float | None = None  # the windows of an earlier measurement, judged again this long after it ended
 
     @property
     def trustworthy(self) -> bool:
@@ -111,6 +116,7 @@ class LoadEngine:
         self.probe_factory = probe_factory
         self.settings = settings
         self._pools: dict[tuple[str, int], RequestPool] = {}
+        self._recent = RecentMeasurements()
         # A request unanswered this long counts as failed (timeout) at a window's end and at the stop.
         self.request_timeout_s: float | None = _request_timeout(settings)
 
@@ -132,6 +138,12 @@ class LoadEngine:
     def forget_pools(self) -> None:
         """Drop cached requests (after a model's inputs changed, e.g. a reload with a new config)."""
         self._pools.clear()
+        self._recent.clear()
+
+    def server_changed(self) -> None:
+        """The server was restarted, or a model reloaded or broken: no earlier measurement may
+        stand in for a new one (`measure(..., reuse=True)`)."""
+        self._recent.clear()
 
     # -- traffic in the background -----------------------------------------------------------
     def open_loop(self, models: str | list[str] | Mapping[str, float], rate: float | None = None, *,
@@ -197,7 +209,8 @@ class LoadEngine:
     def measure(self, model: str, *, concurrency: int | None = None, rate: float | None = None,
                 rules: MeasureRules | None = None, protocol: str = "grpc", batch_size: int = 1,
                 poisson: bool = False, server_stats: bool = True, workers: int | str = "auto",
-                stop_on_dead_instance: bool = True, judge: Sequence[Rule] | None = None) -> Measurement:
+                stop_on_dead_instance: bool = True, judge: Sequence[Rule] | None = None,
+                reuse: bool = False) -> Measurement:
         """Measure one load point (closed loop at `concurrency`, or open loop at `rate`): warm-up,
         then windows until the last ones are stable and valid or `max_windows` is reached.
         `judge`: rules to decide instead (load/decision.py): windows until every rule's interval at
@@ -206,12 +219,33 @@ class LoadEngine:
         `workers`: processes sharing the load ("auto": from the cores and the load, see workers.py).
         `stop_on_dead_instance`: end at the first window in which a request failed because a model
         instance died ("Stub process ... is not healthy"): numbers measured on a broken model mean
-        nothing, and the check fails on the dead instance whatever they are."""
+        nothing, and the check fails on the dead instance whatever they are.
+        `reuse`: a closed-loop measurement with rules to judge may be the windows of the last one
+        at the same model, concurrency, protocol, batch size and windows (`RecentMeasurements`),
+        judged again on `judge`, where those rules are settled on them; else it is measured."""
         if (concurrency is None) == (rate is None):
             raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
         rules = rules or self.rules()
-        pool = self.pool(model, batch_size)
         judged = list(judge) if judge is not None else None
+        key = (model, concurrency, protocol, batch_size, replace(rules, warmup_s=0.0), self._server_changes())
+        if reuse and judged is not None and concurrency is not None:
+            earlier = self._recent.judged_again(key, judged)
+            if earlier is not None:
+                return earlier
+        measurement = self._measure(model, concurrency, rate, rules, protocol, batch_size, poisson, server_stats,
+                                    workers, stop_on_dead_instance, judged)
+        if judged is not None and concurrency is not None and measurement.windows:
+            self._recent.keep(key, measurement)
+        return measurement
+
+    def _server_changes(self) -> int:
+        """How many models the run's client loaded or unloaded so far (a reload is a changed server)."""
+        return int(getattr(self.client, "changes", 0) or 0)
+
+    def _measure(self, model: str, concurrency: int | None, rate: float | None, rules: MeasureRules, protocol: str,
+                 batch_size: int, poisson: bool, server_stats: bool, workers: int | str,
+                 stop_on_dead_instance: bool, judged: list[Rule] | None) -> Measurement:
+        pool = self.pool(model, batch_size)
         kept = rules.max_windows if judged is not None else rules.stability_windows
 
         def done(windows: list[Window]) -> bool:
@@ -238,6 +272,37 @@ class LoadEngine:
         else:
             result = self.run(self._background(plan, protocol, server_stats, None, stop_when=done))
         return measurement_from(model, result, rules, concurrency, rate, protocol, count, judged)
+
+
+class RecentMeasurements:
+    """The last judged closed-loop measurement per (model, concurrency, protocol, batch size,
+    window rules, server changes), so that a later check asking the same load point a different
+    question may judge the same windows instead of measuring them again: PERF-2's point at
+    PERF-1's concurrency, CFG-2 at the point of PERF-2's sweep. A server restarted, a model
+    reloaded or killed (`LoadEngine.server_changed`, the client's loads and unloads) forgets them."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, tuple[Measurement, float]] = {}
+
+    def keep(self, key: tuple, measurement: Measurement) -> None:
+        self._kept[key] = (measurement, time.monotonic())
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def judged_again(self, key: tuple, judged: Sequence[Rule]) -> Measurement | None:
+        """The kept measurement judged on `judged`, where those rules are settled on its windows
+        and nothing it judged failed for broken requests (a dead instance); else None."""
+        kept = self._kept.get(key)
+        if kept is None:
+            return None
+        earlier, ended = kept
+        if dead_instances(earlier.stats.errors):
+            return None
+        judgements = judge_measurement(judged, earlier.windows, earlier.rules, earlier.model)
+        if not decided_enough(judgements, earlier.valid):
+            return None
+        return replace(earlier, judgements=judgements, reused_after_s=round(time.monotonic() - ended, 1))
 
 
 def measurement_done(windows: list[Window], rules: MeasureRules, judged: Sequence[Rule] | None = None,

@@ -32,6 +32,16 @@ def record_judgement(check: Any, judgement: Judgement, *, model: str | None = No
     return f"{where}{UNDECIDED}: {judgement.describe()}"
 
 
+def record_reuse(check: Any, model: str, label: str, measurement: Any) -> None:
+    """Where a measurement is the windows of an earlier one in this run (LoadEngine.measure's
+    `reuse`), say so: which load point, how long before, how many windows."""
+    if measurement.reused_after_s is None:
+        return
+    check.evidence(f"{model}: {label}: measured once", f"the {len(measurement.windows)} windows measured at this "
+                   f"load point {measurement.reused_after_s:g} s earlier in this run, judged again on this check's "
+                   "rules (they were settled on them)")
+
+
 def _misses(value: float, judgement: Judgement) -> bool:
     limit, comparison = judgement.rule.threshold, judgement.rule.comparison
     return {"<=": value > limit, "<": value >= limit, ">=": value < limit, ">": value <= limit}[comparison]

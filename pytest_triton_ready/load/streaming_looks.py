@@ -32,7 +32,7 @@ class StreamingLooks:
 
     first_s: float
     longest_s: float
-    window_s: float = 2.0
+    window_s: float = 0.5
     confidence: float = 0.95
     min_requests: int = 10
 
@@ -53,9 +53,9 @@ class StreamingLooks:
 
     @property
     def times_s(self) -> tuple[float, ...]:
-        """At most three looks, as the unary schedule's 3, 6 and 10 windows: the configured length,
-        then half the longest but at least twice the configured length, then the longest (6, 12
-        and 20 s for a 6 s measurement with 10 windows of 2 s; 3, 10 and 20 s for 3 s). More looks
+        """At most three looks, as the unary schedule's three: the configured length, then half the
+        longest but at least twice the configured length, then the longest (6 and 12 s for a 6 s
+        measurement with 24 windows of 0.5 s; 3, 6 and 12 s for 3 s). More looks
         would widen every look's interval."""
         if self.first_s >= self.longest_s - 1e-9:
             return (self.first_s,)

@@ -24,6 +24,7 @@ from .curve import (
     shape_problems,
     undecided_within,
 )
+from .judged import record_reuse
 from .measured_models import budget_note
 from .profile import ModelProfile
 from .server_record import record_step_failures
@@ -101,8 +102,9 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
                       f"search bound {search.max_concurrency})")
         # Warm-up once per model: later points follow traffic that already warmed the model.
         rules = load.rules() if not curve.points else load.rules(warmup_s=0.0)
-        m = load.measure(model, concurrency=concurrency, rules=rules,
+        m = load.measure(model, concurrency=concurrency, rules=rules, reuse=True,
                          judge=search.point_rules(curve.points, concurrency, limits.drop_tolerance))
+        record_reuse(check, model, f"concurrency {concurrency}", m)
         if health.observe(m, model=model, label=f"concurrency {concurrency}"):
             curve.died = True  # the rest of the curve would measure a broken model
             break

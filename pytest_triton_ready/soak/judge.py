@@ -9,12 +9,14 @@ exactly as the run did. Rules:
   `load_confidence`: a rise that one or two slow windows of a busy machine make is too close to
   call (INCOMPLETE, naming the test), not drift;
 - leaks: the least-squares slope (MB/hour) of server memory and of GPU memory after warm-up;
-- pending requests: the fitted growth of Triton's pending-request gauge over the soak;
+- pending requests: the fitted growth of Triton's pending-request gauge over the soak, a fail only
+  where the growth's interval (the slope's standard error, at `load_confidence`) lies over the
+  limit too: else too close to call;
 - the runner's own memory and the share of requests it could not send on time (warnings: they
   question the measurement, not the server).
 
-A p99 rise over its limit that the rank test cannot tell from noise is in `undecided`: soak
-evidence from another run never stands in for it, since it is this run's latency.
+A p99 rise or a pending-request growth over its limit that its test cannot tell from noise is in
+`undecided`: soak evidence from another run never stands in for it, since it is this run's server.
 
 A soak shorter than the leak-judging duration (soak_leak_min_duration_s after warm-up), or one
 that could read neither the server's process memory nor the host's memory gauge, has not judged
@@ -114,11 +116,7 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
     pending = fit([(w.end_s, w.pending_requests) for w in settled])
     trends["pending-growth"] = pending
     if pending is not None:
-        outcomes.append(Outcome("pending-growth", "pending requests growth over the soak (fitted)",
-                                round(pending.growth, 2), "requests", limits["soak_pending_growth_max"],
-                                passed=pending.growth <= limits["soak_pending_growth_max"].value,
-                                finding=f"the server's pending requests grew by {pending.growth:.1f} over the soak "
-                                        f"(fitted): requests arrive faster than they are served"))
+        outcomes += _pending(pending, limits["soak_pending_growth_max"], confidence, undecided)
     else:
         notes.append("pending requests: too few windows with nv_inference_pending_request_count to fit a trend")
     outcomes += _dropped(windows, limits["soak_dropped_max"])
@@ -216,6 +214,22 @@ def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: Threshol
                      f"{confidence:.0%} confidence needs p <= {1 - confidence:.3f}): a few slow windows, not a "
                      "steady rise; run a longer soak (more windows) or on a quieter machine")
     return outcomes
+
+
+def _pending(trend: Trend, limit: ThresholdValue, confidence: float, undecided: list[str]) -> list[Outcome]:
+    """The pending-request gauge's fitted growth against its limit: over it, a fail only where the
+    growth's interval at `confidence` lies above it too (a gauge read once per window jumps with
+    the moment it is read); else too close to call."""
+    name = "pending requests growth over the soak (fitted)"
+    growth, low = trend.growth, trend.growth_low(confidence)
+    sentence = f"the server's pending requests grew by {growth:.1f} over the soak (fitted over {trend.points} windows)"
+    if growth <= limit.value or (low is not None and low > limit.value):
+        return [Outcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", growth <= limit.value,
+                        f"{sentence}: requests arrive faster than they are served")]
+    shown = f"{confidence:.0%} interval from {low:.1f}" if low is not None else "no interval"
+    undecided.append(f"pending-request growth too close to call: {sentence}, over the limit of {limit.value:g}, "
+                     f"but the windows' readings scatter ({shown}): run a longer soak or on a quieter machine")
+    return [Outcome("pending-growth", name, round(growth, 2), "requests")]
 
 
 def _unread(label: str, settled: Sequence[Window], read: Callable[[Window], float | None],

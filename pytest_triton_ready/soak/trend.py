@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..load.confidence import t_quantile
+
 MIN_POINTS = 3
 
 
@@ -19,11 +21,20 @@ class Trend:
     points: int
     span_h: float
     r_squared: float | None  # None when the values did not move at all
+    slope_se_per_hour: float | None = None  # the slope's standard error (None with fewer than 3 points)
 
     @property
     def growth(self) -> float:
         """How much the fitted line rises from the first point to the last."""
         return self.slope_per_hour * self.span_h
+
+    def growth_low(self, level: float) -> float | None:
+        """The lower end of the fitted growth's two-sided interval at `level` (Student's t with
+        points - 2 degrees of freedom on the slope's standard error): a growth above a limit is
+        decided only where this end is above it too. None without a standard error."""
+        if self.slope_se_per_hour is None or self.points < 3:
+            return None
+        return (self.slope_per_hour - t_quantile(level, self.points - 2) * self.slope_se_per_hour) * self.span_h
 
 
 def fit(points: Sequence[tuple[float, float | None]], scale: float = 1.0) -> Trend | None:
@@ -43,7 +54,20 @@ def fit(points: Sequence[tuple[float, float | None]], scale: float = 1.0) -> Tre
         r_squared = statistics.correlation(hours, values) ** 2
     except statistics.StatisticsError:  # constant values: a flat line, nothing to correlate
         r_squared = None
-    return Trend(slope, intercept, len(kept), max(hours) - min(hours), r_squared)
+    return Trend(slope, intercept, len(kept), max(hours) - min(hours), r_squared,
+                 _slope_standard_error(hours, values, slope, intercept))
+
+
+def _slope_standard_error(hours: Sequence[float], values: Sequence[float], slope: float,
+                          intercept: float) -> float | None:
+    """sqrt(residual variance / sum of squared time deviations), the least-squares slope's
+    standard error; None with fewer than three points."""
+    if len(hours) < 3:
+        return None
+    mean_t = statistics.fmean(hours)
+    spread = sum((t - mean_t) ** 2 for t in hours)
+    residual = sum((v - (intercept + slope * t)) ** 2 for t, v in zip(hours, values)) / (len(hours) - 2)
+    return math.sqrt(residual / spread) if spread > 0 else None
 
 
 def rise_p_value(before: Sequence[float], after: Sequence[float]) -> float:

@@ -1,0 +1,82 @@
+"""One load point measured once: a later check judges the same windows where its rules are settled
+on them (LoadEngine.measure's `reuse`), and measures again where they are not, or where the server
+changed in between."""
+
+from __future__ import annotations
+
+from recorded_windows import recorded_windows, traffic_result
+
+from pytest_triton_ready.load.decision import FAIL, PASS, Rule
+from pytest_triton_ready.load.engine import LoadEngine, RecentMeasurements, measurement_from
+from pytest_triton_ready.load.stability import MeasureRules
+
+RULES = MeasureRules(window_s=2.0, min_duration_s=6.0, max_windows=10)
+P99 = Rule("p99 latency", "p99", "<=", 100.0, "ms")
+SUCCESS = Rule("success rate", "success rate", ">=", 0.999, "ratio", needs_validity=False)
+
+
+def _measured(windows, judged):
+    return measurement_from("m", traffic_result(windows), RULES, 8, None, "grpc", judged=judged)
+
+
+class RecordedEngine(LoadEngine):
+    """The engine with its traffic played back from recorded windows (5 ms p99, 3 windows of 2 s),
+    counting how often it measured."""
+
+    def __init__(self) -> None:
+        super().__init__(client=type("Client", (), {"changes": 0})(), grpc_url="", http_url="")
+        self.measured = 0
+
+    def _measure(self, model, concurrency, rate, rules, protocol, batch_size, poisson, server_stats, workers,
+                 stop_on_dead_instance, judged):
+        self.measured += 1
+        return measurement_from(model, traffic_result(recorded_windows(5.0, 3)), rules, concurrency, rate, protocol,
+                                judged=judged)
+
+
+def test_a_later_question_settled_on_the_same_windows_is_judged_on_them():
+    recent = RecentMeasurements()
+    recent.keep(("m", 8), _measured(recorded_windows(5.0, 3), [P99, SUCCESS]))
+    again = recent.judged_again(("m", 8), [Rule("p99 within a tighter budget", "p99", "<=", 20.0, "ms")])
+    assert again is not None and again.reused_after_s is not None
+    assert [j.outcome for j in again.judgements] == [PASS]
+    failing = recent.judged_again(("m", 8), [Rule("p99 within 1 ms", "p99", "<=", 1.0, "ms")])
+    assert [j.outcome for j in failing.judgements] == [FAIL]  # a decided failure is settled too
+
+
+def test_a_question_the_windows_leave_undecided_is_measured_again():
+    recent = RecentMeasurements()
+    recent.keep(("m", 8), _measured(recorded_windows(5.0, 3, spread=0.3), [P99]))
+    assert recent.judged_again(("m", 8), [Rule("p99 near its value", "p99", "<=", 5.0, "ms")]) is None
+    assert recent.judged_again(("m", 16), [P99]) is None  # another load point was never measured
+
+
+def test_windows_with_a_dead_instance_stand_in_for_nothing():
+    recent = RecentMeasurements()
+    windows = recorded_windows(5.0, 3, errors=6, error="StatusCode.INTERNAL: Failed to process the request(s) for "
+                               "model instance 'scale_0_0', message: Stub process 'scale_0_0' is not healthy.")
+    recent.keep(("m", 8), _measured(windows, [SUCCESS]))
+    assert recent.judged_again(("m", 8), [SUCCESS]) is None
+
+
+def test_the_engine_reuses_only_when_asked_and_forgets_once_the_server_changed():
+    engine = RecordedEngine()
+    engine.measure("m", concurrency=8, rules=RULES, judge=[P99])
+    assert engine.measure("m", concurrency=8, rules=RULES, judge=[SUCCESS], reuse=True).reused_after_s is not None
+    assert engine.measured == 1
+    engine.measure("m", concurrency=8, rules=RULES, judge=[SUCCESS])  # not asked to reuse: measured
+    assert engine.measured == 2
+    engine.measure("m", concurrency=8, rules=MeasureRules(window_s=1.0), judge=[SUCCESS], reuse=True)
+    assert engine.measured == 3  # other windows: another measurement
+    engine.client.changes += 1  # a model loaded or unloaded through the run's client
+    assert engine.measure("m", concurrency=8, rules=RULES, judge=[SUCCESS], reuse=True).reused_after_s is None
+    assert engine.measured == 4
+    engine.server_changed()  # a fault: a server restarted, an instance killed
+    engine.measure("m", concurrency=8, rules=RULES, judge=[SUCCESS], reuse=True)
+    assert engine.measured == 5
+    engine.measure("m", concurrency=8, rules=replace_warmup(RULES), judge=[SUCCESS], reuse=True)
+    assert engine.measured == 5  # the warm-up is not part of the windows
+
+
+def replace_warmup(rules: MeasureRules) -> MeasureRules:
+    return MeasureRules(**{**rules.__dict__, "warmup_s": 0.0})
