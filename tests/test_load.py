@@ -213,3 +213,21 @@ def test_bad_load_parameters_are_one_readable_error(engine):
         engine.closed_loop({"identity": -1})
     with pytest.raises(ValueError, match="exactly one of concurrency"):
         engine.measure("identity")
+
+
+def test_open_loop_on_a_sequence_model_leaves_no_sequence_open(demo_server):
+    """The demo's accumulate holds 4 sequence slots, each kept 10 s after its last request
+    (max_sequence_idle_microseconds). Open-loop traffic that stopped mid-sequence without the END
+    steps left every slot taken, so the next new sequence waited out the idle timeout: here it
+    must answer within 5 s of the stop, well inside those 10 s."""
+    endpoints = demo_server.endpoints
+    client = TritonClient(endpoints.http_url, endpoints.grpc_url, timeout_s=5.0)
+    engine = LoadEngine(client, endpoints.grpc_url, endpoints.http_url)
+    try:
+        with engine.open_loop("accumulate", rate=300) as traffic:
+            time.sleep(1.5)
+        assert traffic.result.stats.count_ok > 100
+        outcome = client.infer("accumulate")  # a new one-request sequence
+        assert outcome.ok, outcome.error
+    finally:
+        client.close()

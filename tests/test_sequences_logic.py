@@ -143,6 +143,22 @@ def test_the_load_engine_plays_whole_sequences_within_the_live_limit():
     assert sum(len(steps) != 5 for steps in by_id.values()) <= 3  # only those cut by the stop are short
 
 
+def test_the_open_loop_ends_every_sequence_its_stop_cut():
+    """A sequence left open holds its slot in the sequence batcher until its idle timeout (10 s in
+    the demo), and the next requests to the model wait for one: the stop sends each one's END."""
+    pool = build_pool(_Client(_config()), "acc", seed=0)
+    sender = _OrderSender()
+    plan = TrafficPlan({"acc": pool}, "open", rates={"acc": 200.0}, window_s=0.2, bin_s=None, duration_s=0.5)
+    asyncio.run(Traffic(plan, sender).run())
+    by_id = defaultdict(list)
+    for cid, start, end in sender.sent:
+        by_id[cid].append((start, end))
+    assert len(by_id) >= 3 and sender.most_live <= 3
+    assert all(steps[0][0] for steps in by_id.values())
+    assert all(steps[-1][1] for steps in by_id.values())  # no sequence is left without its END
+    assert any(len(steps) != 5 for steps in by_id.values())  # some were cut by the stop, and ended
+
+
 def test_the_stateful_check_catches_state_mixed_between_sequences():
     healthy = check_sequences(_Client(_config()), "acc")
     assert healthy.problems == [] and len(healthy.outcomes) == 4

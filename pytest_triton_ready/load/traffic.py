@@ -136,6 +136,7 @@ class Traffic:
         self.timed_out = 0
         self.counter_base = random.randrange(1 << 24)  # unique inputs across runs and worker processes
         self._slot_locks: dict[tuple[str, int], asyncio.Lock] = {}  # sequence slots shared by closed workers
+        self._open_sequences: list[tuple[RequestPool, _SequenceCursors]] = []  # the open loop's live sequences
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -197,6 +198,7 @@ class Traffic:
                 for worker in workers:
                     worker.cancel()
             await self._drain([*workers, *self._tasks])
+            await self._end_open_sequences()
             await asyncio.gather(*workers, ticker, return_exceptions=True)  # the ticker ends by itself
             for index, begin, end, tallies in self.recorder.roll(ended):  # windows that ended meanwhile
                 await self._close_window(index, begin, end, tallies)
@@ -219,6 +221,17 @@ class Traffic:
         for task in still_open:
             task.cancel()
         await asyncio.gather(*still_open, return_exceptions=True)
+
+    async def _end_open_sequences(self) -> None:
+        """The END step for every sequence the open loop started and the stop cut (answered, not
+        counted): a sequence left open holds its slot in the sequence batcher until
+        max_sequence_idle_microseconds, and the next requests to the model wait for one."""
+        ends = [self._one(pool, 0, time.monotonic(), request)
+                for pool, cursors in self._open_sequences for request in cursors.cut()]
+        if ends:
+            _, still_open = await asyncio.wait([asyncio.ensure_future(e) for e in ends], timeout=DRAIN_S)
+            for task in still_open:
+                task.cancel()
 
     def _expire(self, now: float) -> None:
         """Count requests outstanding past the request timeout as failed (once each)."""
@@ -354,6 +367,8 @@ class Traffic:
         plan = self.plan
         sequences = getattr(pool, "sequences", None)
         cursors = _SequenceCursors(sequences, self.counter_base) if sequences is not None else None
+        if cursors is not None:
+            self._open_sequences.append((pool, cursors))
         while not self._stop.is_set():
             now = time.monotonic()
             if due > now:
@@ -390,6 +405,17 @@ class _SequenceCursors:
         cursor = self.idle.popleft()
         n, k, cid = cursor
         return cursor, self.sequences.request(n, k, cid)
+
+    def cut(self) -> list[PreparedRequest]:
+        """The END request of every idle sequence that has started and not ended; each cursor
+        then starts a new sequence."""
+        ends = []
+        for cursor in self.idle:
+            n, k, cid = cursor
+            if k > 0:
+                ends.append(self.sequences.request(n, k, cid, last=True))
+                cursor[:] = [n + self.sequences.live, 0, self.sequences.correlation_id(self.base)]
+        return ends
 
     def release(self, cursor: list) -> None:
         n, k, _ = cursor
