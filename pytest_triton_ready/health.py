@@ -129,7 +129,7 @@ class LoadHealth:
                                    "recovered by unload + load: the numbers here are the recovered model's",
                                    severity="warning", model=model)
                 continue
-            probe = self._probe(model)
+            [(_, probe)] = self._probe_all([model])
             dead = probe.unhealthy_instances if probe is not None else []
             if dead:
                 self.skipped[model] = (f"{model}: instance {', '.join(dead)} has been dead since an earlier check "
@@ -223,10 +223,7 @@ class LoadHealth:
         """Server log (when the run owns the server), a probe of every instance of every model in
         scope, findings for every dead instance, the run-wide record, recovery. Returns the deaths."""
         self._from_log()
-        for model in self._scope():
-            if model in self.skipped:
-                continue
-            probe = self._probe(model)
+        for model, probe in self._probe_all([m for m in self._scope() if m not in self.skipped]):
             if probe is None:
                 continue
             self.check.evidence(f"{model} instance probe after the check", probe.describe())
@@ -281,28 +278,43 @@ class LoadHealth:
             return 0
         return len(self._log_text().splitlines())
 
-    def _probe(self, model: str) -> Any:
-        """One InstanceProber round on `model` (None for models a plain request cannot probe:
-        sequence and decoupled models)."""
+    def _probe_all(self, models: list[str]) -> list[tuple[str, Any]]:
+        """(model, InstanceProbe or None) for every model, probed at the same time: each probe is a
+        span of real requests (`health_probe_span_s`), so one after another they cost that span
+        per model. A probe that could not run leaves the rule unjudged (INCOMPLETE naming it
+        unless the check failed on another rule)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not models:
+            return []
+        with ThreadPoolExecutor(len(models), thread_name_prefix="health-probe") as pool:
+            done = list(zip(models, pool.map(self._probe, models), strict=True))
+        probes = []
+        for model, (probe, error) in done:
+            if error is not None:
+                self.check.measure("every instance answers the instance probe", None, model=model, threshold=True,
+                                   comparison="==")
+                self.check.evidence(f"{model}: the instance probe could not run", error)
+            probes.append((model, probe))
+        return probes
+
+    def _probe(self, model: str) -> tuple[Any, str | None]:
+        """(one InstanceProber round on `model`, None) or (None, why it could not run); (None,
+        None) for models a plain request cannot probe: sequence and decoupled models."""
         from .faults.probes import InstanceProber
 
         try:
             config = self.target.client.model_config(model)
         except Exception:
-            return None
+            return None, None
         if "sequence_batching" in config or (config.get("model_transaction_policy") or {}).get("decoupled"):
-            return None
+            return None, None
         prober = None
         try:
             prober = InstanceProber(self._new_client, model, instance_count(config), self.probe_span_s)
-            return prober.probe()
+            return prober.probe(), None
         except Exception as exc:
-            # The rule "no instance died" was not judged: an unmeasured judgement, never a warning that
-            # lets the check pass (INCOMPLETE naming the probe unless the check failed on another rule).
-            self.check.measure("every instance answers the instance probe", None, model=model, threshold=True,
-                               comparison="==")
-            self.check.evidence(f"{model}: the instance probe could not run", f"{type(exc).__name__}: {exc}")
-            return None
+            return None, f"{type(exc).__name__}: {exc}"
         finally:
             if prober is not None:
                 prober.close()
@@ -333,7 +345,7 @@ class LoadHealth:
             client.load(model)
             probe = None
             while time.monotonic() - started < limit:
-                probe = self._probe(model)
+                probe, _ = self._probe(model)
                 if probe is not None and probe.every_instance_answers:
                     break
             else:

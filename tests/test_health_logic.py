@@ -225,7 +225,7 @@ def _traffic(sightings, started_at, completed, errors_=None, windows=()):
 def test_a_dead_instance_fails_the_check_whatever_the_success_rate(monkeypatch):
     facts, check, target = Facts(), _check(), _target(owns=True)
     probes = iter([_probe(["mortal_0_0"]), _probe()])  # after the check: dead; after unload + load: all answer
-    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: next(probes))
+    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: (next(probes), None))
     health = LoadHealth(target, check, facts, ["mortal"])
     first = _traffic({}, health.started + 0.1, 5000)
     assert health.observe(first, model="mortal", label="concurrency 1") == []
@@ -250,7 +250,7 @@ def test_a_dead_instance_fails_the_check_whatever_the_success_rate(monkeypatch):
 
 def test_the_probe_finds_a_dead_instance_the_traffic_did_not_show(monkeypatch):
     facts, check = Facts(), _check()
-    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe(["mortal_0_1"]))
+    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: (_probe(["mortal_0_1"]), None))
     health = LoadHealth(_target(owns=False), check, facts, ["mortal"])
     health.observe(_traffic({}, health.started, 100), model="mortal")
     health.finish()
@@ -262,7 +262,7 @@ def test_the_probe_finds_a_dead_instance_the_traffic_did_not_show(monkeypatch):
 
 def test_a_healthy_error_mix_passes_the_health_watch(monkeypatch):
     facts, check = Facts(), _check()
-    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe())
+    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: (_probe(), None))
     health = LoadHealth(_target(), check, facts, ["mortal"])
     seen = SimpleNamespace(t_s=1.0, wall=time.time(), completed_before=10, count=4)
     traffic = _traffic({"mortal": {"UNAVAILABLE: Connection refused": seen}}, health.started, 1000,
@@ -276,7 +276,7 @@ def test_a_later_check_says_the_model_lost_an_instance(monkeypatch):
     earlier = {"instance": "mortal_0_0", "check": "PERF-1", "test": "test_benchmark", "recovered": False}
     facts = Facts()
     facts.publish(DeadInstances("mortal", (earlier,)))
-    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe(["mortal_0_0"]))
+    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: (_probe(["mortal_0_0"]), None))
     check = _check("PERF-2", "test_throughput_latency_curve")
     health = LoadHealth(_target(owns=False), check, facts, ["mortal"])
     assert health.skip("mortal")
@@ -291,7 +291,7 @@ def test_a_later_check_says_the_model_lost_an_instance(monkeypatch):
 
 
 def test_soak_windows_say_when_the_instance_died(monkeypatch):
-    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: _probe())
+    monkeypatch.setattr(LoadHealth, "_probe", lambda self, model: (_probe(), None))
     check = _check("PERF-3", "test_soak_stability")
     health = LoadHealth(_target(owns=False), check, Facts(), ["mortal"])
     now = time.time()
@@ -318,3 +318,26 @@ def test_an_instance_probe_that_cannot_run_leaves_the_rule_unjudged_not_a_warnin
     assert not [f for f in check.result.findings if f.severity == "warning"]
     [evidence] = [e for e in check.result.evidence if "could not run" in e.label]
     assert evidence.text == "ConnectionError: connection refused"
+
+
+def test_every_model_is_probed_at_the_same_time_not_one_span_after_another(monkeypatch):
+    """Each probe is a span of real requests (health_probe_span_s): probed one after another, every
+    model in scope added that span to every load check."""
+    import threading
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+    everyone = threading.Barrier(3, timeout=5)  # only passes once all three probes run at once
+
+    def probe(self, model):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        everyone.wait()
+        with lock:
+            running[0] -= 1
+        return _probe(), None
+
+    monkeypatch.setattr(LoadHealth, "_probe", probe)
+    health = LoadHealth(_target(), _check(), Facts(), ["a", "b", "c"])
+    assert health.finish() == [] and most[0] == 3
