@@ -137,6 +137,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "soak_evidence_max_age_h": ThresholdSpec(168.0, "h", "oldest soak evidence (--triton-soak-evidence) PERF-3 accepts, counted from the end of that soak", POSITIVE),
     # load engine: measurement windows, stability (perf_analyzer) and validity (MLPerf LoadGen)
     "load_warmup_s": ThresholdSpec(1.0, "s", "traffic before the first measurement window, excluded from every number", NON_NEGATIVE),
+    "load_rewarmup_s": ThresholdSpec(0.25, "s", "the warm-up instead, for a model this run already drove since the server last changed: its first requests are behind it, only the new load's queues fill", NON_NEGATIVE),
     "load_window_s": ThresholdSpec(0.5, "s", "length of one measurement window", POSITIVE),
     "load_stability_windows": ThresholdSpec(3, "windows", "how many last windows must agree for a measurement to be stable", COUNT),
     "load_stability_tolerance": ThresholdSpec(0.10, "ratio", "largest max/min spread of throughput and mean latency across those windows", NON_NEGATIVE),

@@ -9,6 +9,7 @@ from recorded_windows import recorded_windows, traffic_result
 from pytest_triton_ready.load.decision import FAIL, PASS, Rule
 from pytest_triton_ready.load.engine import LoadEngine, RecentMeasurements, measurement_from
 from pytest_triton_ready.load.stability import MeasureRules
+from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 RULES = MeasureRules(window_s=2.0, min_duration_s=6.0, max_windows=10)
 P99 = Rule("p99 latency", "p99", "<=", 100.0, "ms")
@@ -19,17 +20,25 @@ def _measured(windows, judged):
     return measurement_from("m", traffic_result(windows), RULES, 8, None, "grpc", judged=judged)
 
 
+class Defaults:
+    """Settings with every threshold at its default."""
+
+    def threshold(self, name):
+        return ThresholdValue(name, THRESHOLDS[name].default, THRESHOLDS[name].unit, "default")
+
+
 class RecordedEngine(LoadEngine):
     """The engine with its traffic played back from recorded windows (5 ms p99, 3 windows of 2 s),
-    counting how often it measured."""
+    counting how often it measured and with which warm-up."""
 
     def __init__(self) -> None:
-        super().__init__(client=type("Client", (), {"changes": 0})(), grpc_url="", http_url="")
-        self.measured = 0
+        super().__init__(client=type("Client", (), {"changes": 0})(), grpc_url="", http_url="", settings=Defaults())
+        self.measured, self.warmups = 0, []
 
     def _measure(self, model, concurrency, rate, rules, protocol, batch_size, poisson, server_stats, workers,
                  stop_on_dead_instance, judged):
         self.measured += 1
+        self.warmups.append(rules.warmup_s)
         return measurement_from(model, traffic_result(recorded_windows(5.0, 3)), rules, concurrency, rate, protocol,
                                 judged=judged)
 
@@ -80,3 +89,14 @@ def test_the_engine_reuses_only_when_asked_and_forgets_once_the_server_changed()
 
 def replace_warmup(rules: MeasureRules) -> MeasureRules:
     return MeasureRules(**{**rules.__dict__, "warmup_s": 0.0})
+
+
+def test_a_model_measured_before_warms_up_briefly_until_the_server_changes():
+    engine = RecordedEngine()
+    engine.measure("m", concurrency=1, judge=[P99])
+    engine.measure("m", concurrency=2, judge=[P99])
+    engine.measure("other", concurrency=1, judge=[P99])
+    engine.server_changed()
+    engine.measure("m", concurrency=4, judge=[P99])
+    engine.measure("m", concurrency=8, judge=[P99], rules=engine.rules(warmup_s=0.0))  # asked for none: none
+    assert engine.warmups == [1.0, 0.25, 1.0, 1.0, 0.0]  # load_warmup_s, then load_rewarmup_s

@@ -117,6 +117,7 @@ class LoadEngine:
         self.settings = settings
         self._pools: dict[tuple[str, int], RequestPool] = {}
         self._recent = RecentMeasurements()
+        self._driven: set[tuple[str, int]] = set()  # (model, server changes) measured so far: warmed up
         # A request unanswered this long counts as failed (timeout) at a window's end and at the stop.
         self.request_timeout_s: float | None = _request_timeout(settings)
 
@@ -138,12 +139,13 @@ class LoadEngine:
     def forget_pools(self) -> None:
         """Drop cached requests (after a model's inputs changed, e.g. a reload with a new config)."""
         self._pools.clear()
-        self._recent.clear()
+        self.server_changed()
 
     def server_changed(self) -> None:
         """The server was restarted, or a model reloaded or broken: no earlier measurement may
-        stand in for a new one (`measure(..., reuse=True)`)."""
+        stand in for a new one (`measure(..., reuse=True)`), and every model warms up again."""
         self._recent.clear()
+        self._driven.clear()
 
     # -- traffic in the background -----------------------------------------------------------
     def open_loop(self, models: str | list[str] | Mapping[str, float], rate: float | None = None, *,
@@ -225,7 +227,7 @@ class LoadEngine:
         judged again on `judge`, where those rules are settled on them; else it is measured."""
         if (concurrency is None) == (rate is None):
             raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
-        rules = rules or self.rules()
+        rules = self._warm_up(model, rules or self.rules())
         judged = list(judge) if judge is not None else None
         key = (model, concurrency, protocol, batch_size, replace(rules, warmup_s=0.0), self._server_changes())
         if reuse and judged is not None and concurrency is not None:
@@ -236,7 +238,20 @@ class LoadEngine:
                                     workers, stop_on_dead_instance, judged)
         if judged is not None and concurrency is not None and measurement.windows:
             self._recent.keep(key, measurement)
+        if measurement.windows:
+            self._driven.add((model, self._server_changes()))
         return measurement
+
+    def _warm_up(self, model: str, rules: MeasureRules) -> MeasureRules:
+        """`rules`, with the shorter warm-up `load_rewarmup_s` for a model this run already measured
+        since the server last changed."""
+        if (model, self._server_changes()) not in self._driven or self.settings is None:
+            return rules
+        try:
+            rewarm = float(self.settings.threshold("load_rewarmup_s").value)
+        except (KeyError, AttributeError):
+            return rules
+        return replace(rules, warmup_s=rewarm) if rules.warmup_s > rewarm else rules
 
     def _server_changes(self) -> int:
         """How many models the run's client loaded or unloaded so far (a reload is a changed server)."""

@@ -66,7 +66,7 @@ def _slope_standard_error(hours: Sequence[float], values: Sequence[float], slope
         return None
     mean_t = statistics.fmean(hours)
     spread = sum((t - mean_t) ** 2 for t in hours)
-    residual = sum((v - (intercept + slope * t)) ** 2 for t, v in zip(hours, values)) / (len(hours) - 2)
+    residual = sum((v - (intercept + slope * t)) ** 2 for t, v in zip(hours, values, strict=True)) / (len(hours) - 2)
     return math.sqrt(residual / spread) if spread > 0 else None
 
 
