@@ -143,7 +143,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "load_stability_tolerance": ThresholdSpec(0.10, "ratio", "largest max/min spread of throughput and mean latency across those windows", NON_NEGATIVE),
     "load_max_windows": ThresholdSpec(24, "windows", "windows measured at most (the window budget): a measurement stops earlier once its rules are decided, or once stable and valid when it judges none", COUNT),
     "load_confidence": ThresholdSpec(0.95, "ratio", "confidence level of the intervals a rule is decided on: decided once the interval lies on one side of the threshold, else too close to call at the window budget", CONFIDENCE),
-    "load_min_duration_s": ThresholdSpec(3.0, "s", "validity: shortest span of the reported windows", NON_NEGATIVE),
+    "load_min_duration_s": ThresholdSpec(2.0, "s", "validity: shortest span of the reported windows", NON_NEGATIVE),
     "load_min_requests": ThresholdSpec(200, "requests", "validity: fewest completed requests in the reported windows", COUNT),
     "load_request_timeout_s": ThresholdSpec(10.0, "s", "a load request still unanswered this long after it was sent counts as failed (timeout) at a window's end", POSITIVE),
     "load_stall_ratio": ThresholdSpec(0.25, "ratio", "stall: a load window completing fewer requests than this share of its neighbours' median", FRACTION),

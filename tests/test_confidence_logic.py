@@ -83,7 +83,7 @@ def test_the_order_statistic_interval_brackets_the_percentile_and_narrows_with_m
 def test_a_measurement_looks_at_its_rules_a_few_times_each_at_a_level_that_keeps_the_whole():
     assert RULES.look_windows == (3, 6, 10)
     assert RULES.look_level == pytest.approx(1 - 0.05 / 3)
-    assert MeasureRules().look_windows == (6, 12, 24)  # the defaults: 0.5 s windows, valid from 3 s, 12 s at most
+    assert MeasureRules().look_windows == (4, 8, 16, 24)  # the defaults: 0.5 s windows, valid from 2 s, 12 s at most
     short = MeasureRules(window_s=0.4, min_duration_s=1.2, max_windows=6)
     assert short.look_windows == (3, 6)
     assert MeasureRules(max_windows=1).look_windows == (1,)

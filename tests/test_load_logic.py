@@ -313,7 +313,7 @@ def test_validity_needs_the_duration_and_the_requests():
 def test_rules_describe_themselves_in_one_sentence():
     assert MeasureRules().describe() == (
         "warm-up 1 s, windows of 0.5 s, stable when the last 3 windows' throughput and mean latency are within "
-        "10% (max/min), valid with >= 3 s and >= 200 requests, at most 24 windows; a judged rule is decided "
+        "10% (max/min), valid with >= 2 s and >= 200 requests, at most 24 windows; a judged rule is decided "
         "when its 95% interval lies on one side of its threshold")
 
 

@@ -7,8 +7,8 @@
 - Validity: the windows reported last at least `min_duration_s` and hold at least `min_requests`
   completed requests. It gates latency and throughput rules, never the success rate: a model that
   fails every request is judged on its success rate (`Rule.needs_validity`, load/decision.py).
-- Looks: a measurement looks at its rules a few times (after 6, 12 and 24 windows with the
-  defaults: `look_windows`), each look at the level that keeps the whole measurement at
+- Looks: a measurement looks at its rules a few times (after 4, 8, 16 and 24 windows with
+  the defaults: `look_windows`), each look at the level that keeps the whole measurement at
   `confidence` (Bonferroni over the looks): stopping at the first look that agrees would
   otherwise decide on luck.
 """
@@ -28,7 +28,7 @@ class MeasureRules:
     stability_windows: int = 3
     stability_tolerance: float = 0.10
     max_windows: int = 24
-    min_duration_s: float = 3.0
+    min_duration_s: float = 2.0
     min_requests: int = 200
     confidence: float = 0.95
 
@@ -51,7 +51,7 @@ class MeasureRules:
     def look_windows(self) -> tuple[int, ...]:
         """After which windows a measurement looks at its rules: the first that can be valid (at
         least the second), then at twice as many windows each time, and at the window budget
-        (6, 12 and 24 with the defaults: 3, 6 and 12 s). Few looks keep each look's interval narrow."""
+        (4, 8, 16 and 24 with the defaults: 2, 4, 8 and 12 s). Few looks keep each look's interval narrow."""
         first = min(self.max_windows, max(2, math.ceil(self.min_duration_s / self.window_s - 1e-9)))
         looks, n = [], first
         while n < self.max_windows:
