@@ -4,11 +4,10 @@ verdicts the checks gave when this logic lived in checks/test_performance.py."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
 import pytest
-from recorded_windows import traffic_result
+from recorded_windows import recorded_windows, traffic_result
 
 from pytest_triton_ready.facts import Capacity, Facts, TargetLoad
 from pytest_triton_ready.load.batching_stress import saturation_concurrency
@@ -22,7 +21,6 @@ from pytest_triton_ready.load.judged import incomplete_unless_failed
 from pytest_triton_ready.load.measured_models import budget_note
 from pytest_triton_ready.load.profile import ModelProfile
 from pytest_triton_ready.load.stability import MeasureRules
-from pytest_triton_ready.load.stats import Tally
 from pytest_triton_ready.load.sweep import SweepLimits, sweep
 from pytest_triton_ready.load.traffic import TrafficResult, Window
 from pytest_triton_ready.recorder import CheckRecorder
@@ -44,19 +42,10 @@ def _profile(budget_ms: float = 100.0, slo: float | None = 100.0, max_batch_size
 
 def windows_at(p99_ms: float, per_window: int, count: int, spread: float = 0.0, seed: int = 3,
                window_s: float = 2.0) -> list[Window]:
-    """Recorded windows of model "m": `per_window` answers a window, latencies uniform over
-    [0.2, 1] x a top that puts the p99 at `p99_ms`, each window scaled by up to +-`spread`."""
-    rng = random.Random(seed)
-    top_s = p99_ms / 1000.0 / (0.2 + 0.8 * 0.99)
-    windows = []
-    for i in range(count):
-        scale = 1.0 + rng.uniform(-spread, spread)
-        tally = Tally(started=i * window_s, ended=(i + 1) * window_s)
-        for _ in range(int(per_window * rng.uniform(1 - spread, 1 + spread))):
-            tally.ok(top_s * scale * rng.uniform(0.2, 1.0))
-        stats = tally.summary(window_s)
-        windows.append(Window(i, i * window_s, (i + 1) * window_s, stats, {"m": stats}, tallies={"m": tally}))
-    return windows
+    """Recorded windows of model "m": `per_window` answers a window (moving by up to +-`spread`),
+    latencies uniform over [0.2, 1] x a top that puts the p99 at `p99_ms`, each window scaled by up
+    to +-`spread`."""
+    return recorded_windows(p99_ms, count, per_window, spread, seed=seed, window_s=window_s, count_spread=True)
 
 
 class RecordedLoad:
