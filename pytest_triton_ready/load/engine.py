@@ -292,9 +292,9 @@ class LoadEngine:
 class RecentMeasurements:
     """The last judged closed-loop measurement per (model, concurrency, protocol, batch size,
     window rules, server changes), so that a later check asking the same load point a different
-    question may judge the same windows instead of measuring them again: PERF-2's point at
-    PERF-1's concurrency, CFG-2 at the point of PERF-2's sweep. A server restarted, a model
-    reloaded or killed (`LoadEngine.server_changed`, the client's loads and unloads) forgets them."""
+    question may judge the same windows instead of measuring them again: PERF-2's points at
+    PERF-1's concurrency and at CFG-2's saturation. A server restarted, a model reloaded or killed
+    (`LoadEngine.server_changed`, the client's loads and unloads) forgets them."""
 
     def __init__(self) -> None:
         self._kept: dict[tuple, tuple[Measurement, float]] = {}
