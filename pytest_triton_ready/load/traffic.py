@@ -226,12 +226,8 @@ class Traffic:
         """The END step for every sequence the open loop started and the stop cut (answered, not
         counted): a sequence left open holds its slot in the sequence batcher until
         max_sequence_idle_microseconds, and the next requests to the model wait for one."""
-        ends = [self._one(pool, 0, time.monotonic(), request)
-                for pool, cursors in self._open_sequences for request in cursors.cut()]
-        if ends:
-            _, still_open = await asyncio.wait([asyncio.ensure_future(e) for e in ends], timeout=DRAIN_S)
-            for task in still_open:
-                task.cancel()
+        await self._drain([asyncio.ensure_future(self._one(pool, 0, time.monotonic(), request))
+                           for pool, cursors in self._open_sequences for request in cursors.cut()])
 
     def _expire(self, now: float) -> None:
         """Count requests outstanding past the request timeout as failed (once each)."""
