@@ -4,6 +4,7 @@ early decisions, success before validity, and the curve's falls judged against t
 from __future__ import annotations
 
 import pytest
+from default_settings import default_settings
 from recorded_windows import recorded_windows, traffic_result
 
 from pytest_triton_ready.load.confidence import (
@@ -30,7 +31,6 @@ from pytest_triton_ready.load.stats import LatencyHistogram
 from pytest_triton_ready.load.traffic import Window
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
-from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 P99_RULE = Rule("p99 latency", "p99", "<=", 100.0, "ms")
 SUCCESS_RULE = Rule("success rate", "success rate", ">=", 0.999, "ratio", needs_validity=False)
@@ -48,9 +48,7 @@ def stopping_point(windows: list[Window], judged: list[Rule], rules: MeasureRule
 
 
 def _check() -> CheckRecorder:
-    settings = type("S", (), {"threshold": staticmethod(lambda name: ThresholdValue(
-        name, THRESHOLDS[name].default, THRESHOLDS[name].unit, "default"))})()
-    return CheckRecorder(Result("PERF-1", "performance", "t", "checks/test_performance.py::t"), settings)
+    return CheckRecorder(Result("PERF-1", "performance", "t", "checks/test_performance.py::t"), default_settings())
 
 
 # -- intervals ------------------------------------------------------------------------------------

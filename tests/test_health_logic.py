@@ -10,6 +10,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from default_settings import default_settings
 
 from pytest_triton_ready.facts import DeadInstances, Facts
 from pytest_triton_ready.health import LoadHealth
@@ -20,7 +21,6 @@ from pytest_triton_ready.load.traffic import Traffic, TrafficPlan
 from pytest_triton_ready.load.window_recorder import Recorder
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
-from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 DEAD = "INTERNAL: Stub process 'mortal_0_0' is not healthy."
 
@@ -179,14 +179,9 @@ def test_ordinary_spread_and_thin_traffic_are_not_stalls():
 
 
 # -- LoadHealth ---------------------------------------------------------------------------------
-def _settings():
-    return SimpleNamespace(threshold=lambda name: ThresholdValue(name, THRESHOLDS[name].default,
-                                                                 THRESHOLDS[name].unit, "default"))
-
-
 def _check(check_id="PERF-1", test="test_benchmark_meets_slo_at_target_load"):
     result = Result(check_id, "performance", "t", f"checks/test_performance.py::{test}")
-    return CheckRecorder(result, _settings())
+    return CheckRecorder(result, default_settings())
 
 
 class _Client:

@@ -6,9 +6,9 @@ rule files are written as Grafana and Prometheus read them; the records are real
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
+from default_settings import default_settings
 
 from pytest_triton_ready.monitoring.alert_audit import prometheus_missing_reason
 from pytest_triton_ready.monitoring.catalogue import BUSINESS, COST, INFRASTRUCTURE, LAYERS, SERVICE_HEALTH
@@ -25,13 +25,10 @@ from pytest_triton_ready.monitoring.references import NO_GPU, MetricJudge
 from pytest_triton_ready.monitoring.values import LayerValue
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
-from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 
 def _check():
-    settings = SimpleNamespace(threshold=lambda name: ThresholdValue(name, THRESHOLDS[name].default,
-                                                                     THRESHOLDS[name].unit, "default"))
-    return CheckRecorder(Result("MON-1", "monitoring", "t", "checks/test_monitoring.py::t"), settings)
+    return CheckRecorder(Result("MON-1", "monitoring", "t", "checks/test_monitoring.py::t"), default_settings())
 
 
 def _counter(rises_after: int):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from default_settings import default_settings
 from recorded_windows import recorded_windows, traffic_result
 
 from pytest_triton_ready.facts import Capacity, Facts, TargetLoad
@@ -25,15 +26,13 @@ from pytest_triton_ready.load.sweep import SweepLimits, sweep
 from pytest_triton_ready.load.traffic import TrafficResult, Window
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result, Verdict
-from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
+from pytest_triton_ready.thresholds import THRESHOLDS
 
 RULES = MeasureRules(window_s=2.0, min_duration_s=6.0, max_windows=10)  # the recorded windows' rules: 2 s windows
 
 
 def _check(check_id: str = "PERF-1") -> CheckRecorder:
-    settings = type("S", (), {"threshold": staticmethod(lambda name: ThresholdValue(
-        name, THRESHOLDS[name].default, THRESHOLDS[name].unit, "default"))})()
-    return CheckRecorder(Result(check_id, "performance", "t", "checks/test_performance.py::t"), settings)
+    return CheckRecorder(Result(check_id, "performance", "t", "checks/test_performance.py::t"), default_settings())
 
 
 def _profile(budget_ms: float = 100.0, slo: float | None = 100.0, max_batch_size: int = 0) -> ModelProfile:

@@ -4,12 +4,14 @@ changed in between."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from default_settings import default_settings
 from recorded_windows import recorded_windows, traffic_result
 
 from pytest_triton_ready.load.decision import FAIL, PASS, Rule
 from pytest_triton_ready.load.engine import LoadEngine, RecentMeasurements, measurement_from
 from pytest_triton_ready.load.stability import MeasureRules
-from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 RULES = MeasureRules(window_s=2.0, min_duration_s=6.0, max_windows=10)
 P99 = Rule("p99 latency", "p99", "<=", 100.0, "ms")
@@ -20,19 +22,12 @@ def _measured(windows, judged):
     return measurement_from("m", traffic_result(windows), RULES, 8, None, "grpc", judged=judged)
 
 
-class Defaults:
-    """Settings with every threshold at its default."""
-
-    def threshold(self, name):
-        return ThresholdValue(name, THRESHOLDS[name].default, THRESHOLDS[name].unit, "default")
-
-
 class RecordedEngine(LoadEngine):
     """The engine with its traffic played back from recorded windows (5 ms p99, 3 windows of 2 s),
     counting how often it measured and with which warm-up."""
 
     def __init__(self) -> None:
-        super().__init__(client=type("Client", (), {"changes": 0})(), grpc_url="", http_url="", settings=Defaults())
+        super().__init__(client=type("Client", (), {"changes": 0})(), grpc_url="", http_url="", settings=default_settings())
         self.measured, self.warmups = 0, []
 
     def _measure(self, model, concurrency, rate, rules, protocol, batch_size, poisson, server_stats, workers,
@@ -83,12 +78,8 @@ def test_the_engine_reuses_only_when_asked_and_forgets_once_the_server_changed()
     engine.server_changed()  # a fault: a server restarted, an instance killed
     engine.measure("m", concurrency=8, rules=RULES, judge=[SUCCESS], reuse=True)
     assert engine.measured == 5
-    engine.measure("m", concurrency=8, rules=replace_warmup(RULES), judge=[SUCCESS], reuse=True)
+    engine.measure("m", concurrency=8, rules=replace(RULES, warmup_s=0.0), judge=[SUCCESS], reuse=True)
     assert engine.measured == 5  # the warm-up is not part of the windows
-
-
-def replace_warmup(rules: MeasureRules) -> MeasureRules:
-    return MeasureRules(**{**rules.__dict__, "warmup_s": 0.0})
 
 
 def test_a_model_measured_before_warms_up_briefly_until_the_server_changes():

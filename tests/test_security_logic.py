@@ -4,6 +4,8 @@ certificate must show."""
 
 from __future__ import annotations
 
+from default_settings import default_settings
+
 from pytest_triton_ready.security.malformed import CaseAnswer, MalformedCase
 from pytest_triton_ready.security.restricted import OPEN, RESTRICTED, UNREACHABLE, CategoryExposure, ProbeAnswer
 
@@ -88,15 +90,10 @@ def _certificate(days_left: float, protocol="TLSv1.3", verified=True):
 
 
 def _recorder():
-    from types import SimpleNamespace
-
     from pytest_triton_ready.recorder import CheckRecorder
     from pytest_triton_ready.report.model import Result
-    from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
-    settings = SimpleNamespace(threshold=lambda name: ThresholdValue(name, THRESHOLDS[name].default,
-                                                                     THRESHOLDS[name].unit, "default"))
-    return CheckRecorder(Result("SEC-2", "security", "t", "checks/test_security.py::t"), settings)
+    return CheckRecorder(Result("SEC-2", "security", "t", "checks/test_security.py::t"), default_settings())
 
 
 def test_sec2_a_certificate_near_expiry_warns_and_an_old_protocol_or_unverified_one_fails():

@@ -124,6 +124,13 @@ class _OrderSender:
     async def close(self):
         pass
 
+    def by_sequence(self) -> dict:
+        """{correlation id: [(start flag, end flag) of each request, in send order]}."""
+        steps = defaultdict(list)
+        for cid, start, end in self.sent:
+            steps[cid].append((start, end))
+        return steps
+
 
 def test_the_load_engine_plays_whole_sequences_within_the_live_limit():
     pool = build_pool(_Client(_config()), "acc", seed=0)
@@ -131,9 +138,7 @@ def test_the_load_engine_plays_whole_sequences_within_the_live_limit():
     sender = _OrderSender()
     plan = TrafficPlan({"acc": pool}, "closed", concurrency={"acc": 5}, window_s=0.2, bin_s=None, duration_s=0.5)
     asyncio.run(Traffic(plan, sender).run())
-    by_id = defaultdict(list)
-    for cid, start, end in sender.sent:
-        by_id[cid].append((start, end))
+    by_id = sender.by_sequence()
     assert len(by_id) >= 3 and sender.overlap == 1  # never two requests of one sequence in flight
     assert sender.most_live <= 3  # max_candidate_sequences, though the concurrency is 5
     for steps in by_id.values():
@@ -150,9 +155,7 @@ def test_the_open_loop_ends_every_sequence_its_stop_cut():
     sender = _OrderSender()
     plan = TrafficPlan({"acc": pool}, "open", rates={"acc": 200.0}, window_s=0.2, bin_s=None, duration_s=0.5)
     asyncio.run(Traffic(plan, sender).run())
-    by_id = defaultdict(list)
-    for cid, start, end in sender.sent:
-        by_id[cid].append((start, end))
+    by_id = sender.by_sequence()
     assert len(by_id) >= 3 and sender.most_live <= 3
     assert all(steps[0][0] for steps in by_id.values())
     assert all(steps[-1][1] for steps in by_id.values())  # no sequence is left without its END

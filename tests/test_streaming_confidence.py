@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from default_settings import default_settings
 
 from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED, Rule, judge
 from pytest_triton_ready.load.judged import record_judgement
@@ -21,7 +22,7 @@ from pytest_triton_ready.load.streaming_rules import CurvePoint, judge_curve
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
-from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
+from pytest_triton_ready.thresholds import ThresholdValue
 
 
 def recorded_stream(ttft_ms: float = 80.0, itl_ms: float = 5.0, users: int = 8, duration_s: float = 6.0,
@@ -48,9 +49,7 @@ def recorded_stream(ttft_ms: float = 80.0, itl_ms: float = 5.0, users: int = 8, 
 
 
 def _check() -> CheckRecorder:
-    settings = type("S", (), {"threshold": staticmethod(lambda name: ThresholdValue(
-        name, THRESHOLDS[name].default, THRESHOLDS[name].unit, "default"))})()
-    return CheckRecorder(Result("PERF-1", "performance", "t", "checks/test_streaming.py::t"), settings)
+    return CheckRecorder(Result("PERF-1", "performance", "t", "checks/test_streaming.py::t"), default_settings())
 
 
 def _slo(ttft_ms: float, itl_ms: float = 200.0, tokens_per_s: float = 0.0) -> dict[str, ThresholdValue]:
