@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from pytest_triton_ready import budget
 from pytest_triton_ready.facts import StreamingCapacity
 from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, StreamingSigterm
 from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm
@@ -34,16 +35,25 @@ from pytest_triton_ready.load.streaming_run import StreamingRun
 from pytest_triton_ready.load.streaming_soak import record_soak, soak
 from pytest_triton_ready.load.streaming_target import measure_at_target, record_at_target
 from pytest_triton_ready.models import initial_state_of, instance_count
+from pytest_triton_ready.policy import policy, require_allowed
 
 pytestmark = pytest.mark.usefixtures("triton")
 
 
+@pytest.fixture(scope="session")
+def streamed_models() -> set:
+    """The (model, server changes) this run already streamed to: their re-warm-up is shorter."""
+    return set()
+
+
 @pytest.fixture
-def streaming(triton, check) -> StreamingRun:
+def streaming(triton, check, streamed_models) -> StreamingRun:
     """The streaming checks' view of the run (load/streaming_run.py): the READY decoupled models
     (NOT APPLICABLE without one), their request plans, streamed load with the check's token budget
-    and deadline, and measurements that stop once their rules are decided."""
-    return StreamingRun(triton, check)
+    and deadline, and measurements that stop once their rules are decided; every load under the
+    attach policy and ceiling, the run budget and the warm-up thresholds, as the unary `load`."""
+    run_budget, check_id = budget.running_check()
+    return StreamingRun(triton, check, policy(triton.settings), run_budget, check_id, streamed_models)
 
 
 # -- CFG-1 --------------------------------------------------------------------------------------------
@@ -106,8 +116,10 @@ def test_streaming_tokens_and_ttft_curve(streaming, triton, triton_settings, tri
     best point at the sweep's top where tokens/s still rose by `curve_min_gain` is a lower bound.
     Only points with at least `streaming_min_requests` completed requests, a success rate of at
     least `success_rate_min` and no stuck request count for the knee and the capacity; a model with
-    fewer than half of its points (or two) valid makes the check INCOMPLETE and publishes no capacity."""
+    fewer than half of its points (or two) valid makes the check INCOMPLETE and publishes no capacity.
+    On an attached server the sweep needs the saturate permission (INCOMPLETE naming it without)."""
     models = streaming.models()
+    require_allowed(check, triton.settings, "saturate", "the stream sweep drives every decoupled model to saturation")
     reasons: list[str | None] = []
     for index, model in enumerate(models):
         budget_ms = streaming_slo(triton_settings, model)["ttft_p99_ms"].value

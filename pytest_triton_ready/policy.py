@@ -163,23 +163,28 @@ class CeilingGuard:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
 
-    def _refuse(self, reason: str | None) -> None:
-        if reason:
-            import pytest
-
-            pytest.skip(f"incomplete: {reason}")
-
     def open_loop(self, models: Any, rate: float | None = None, *args: Any, **kwargs: Any) -> Any:
-        self._refuse(self.policy.ceiling_refusal(rate=_total(models, rate)))
+        guard_traffic(self.policy, rate=_total(models, rate))
         return self._engine.open_loop(models, rate, *args, **kwargs)
 
     def closed_loop(self, models: Any, concurrency: int | None = None, *args: Any, **kwargs: Any) -> Any:
-        self._refuse(self.policy.ceiling_refusal(concurrency=_total(models, concurrency)))
+        guard_traffic(self.policy, concurrency=_total(models, concurrency))
         return self._engine.closed_loop(models, concurrency, *args, **kwargs)
 
     def measure(self, model: str, *, concurrency: int | None = None, rate: float | None = None, **kwargs: Any) -> Any:
-        self._refuse(self.policy.ceiling_refusal(concurrency=concurrency, rate=rate))
+        guard_traffic(self.policy, concurrency=concurrency, rate=rate)
         return self._engine.measure(model, concurrency=concurrency, rate=rate, **kwargs)
+
+
+def guard_traffic(rules: Policy, concurrency: float | None = None, rate: float | None = None) -> None:
+    """The one ceiling guard every load a check drives passes, unary (CeilingGuard) and streamed
+    (load/streaming_run.StreamingRun.load) alike: traffic above the attach ceiling does not start,
+    the check ends INCOMPLETE naming the switch; nothing where no ceiling applies."""
+    reason = rules.ceiling_refusal(concurrency=concurrency, rate=rate)
+    if reason:
+        import pytest
+
+        pytest.skip(f"incomplete: {reason}")
 
 
 def guard_load(engine: Any, settings: Any) -> Any:
@@ -272,6 +277,7 @@ def _actions(settings: Any, rules: Policy) -> list[tuple[str, str]]:
         out.append(("PERF-3", f"soak of {settings.triton_soak:g} s, open loop per model at "
                               f"{_threshold(settings, 'soak_rate_fraction'):g} x PERF-2's capacity within SLO, else "
                               f"{soak.rate or _threshold(settings, 'soak_default_rate_infer_s'):g} requests/s{pinned}"))
+    out.extend(_streaming_actions(settings, rules, gate))
     faults = settings.section_model("faults")
     target = faults.model or "the first READY stateless model, else a decoupled one under streams (chosen at run time)"
     traffic = f"under {faults.rate_per_s:g} requests/s ({faults.protocol})"
@@ -283,6 +289,22 @@ def _actions(settings: Any, rules: Policy) -> list[tuple[str, str]]:
     large = rules.large_payload(oversize * 2**20)
     out.append(("SEC-3", f"one oversize request of {oversize:g} MiB to every model (a model with a -1 dimension "
                          "may execute it)" + (gate("large_payloads") if large else "")))
+    return out
+
+
+def _streaming_actions(settings: Any, rules: Policy, gate: Any) -> list[tuple[str, str]]:
+    """What checks/test_streaming.py does to each READY decoupled model, under the same guards as unary."""
+    streams = int(_threshold(settings, "streaming_concurrency"))
+    above = " -> NOT RUN above the ceiling, INCOMPLETE" if rules.ceiling_refusal(concurrency=streams) else ""
+    top = int(_threshold(settings, "streaming_curve_max_concurrency"))
+    out = [("PERF-1", f"streams: closed loop at {streams} streams per decoupled model{above}"),
+           ("PERF-2", f"streams: sweep 1, 2, 4 ... {top} streams per decoupled model{gate('saturate')}")]
+    soak_s = _threshold(settings, "streaming_soak_s")
+    if soak_s > 0:
+        out.append(("PERF-3", f"streams: soak of {soak_s:g} s at {streams} streams per decoupled model{above}"))
+    out.append(("PERF-4", "streams: 2 x instances streams per decoupled model cancelled mid-generation (above the "
+                          "ceiling: NOT RUN, INCOMPLETE)" if rules.ceiling_applies else
+                          "streams: 2 x instances streams per decoupled model cancelled mid-generation"))
     return out
 
 
@@ -303,4 +325,4 @@ def _fault_how(kind: str, rules: Policy, launcher: str) -> str:
 
 
 __all__ = ["ALLOW_CLASSES", "AttachSection", "CeilingGuard", "FAULT_KINDS", "NotAllowed", "Policy", "guard_load",
-           "parse_allow", "plan_block", "policy", "require_allowed"]
+           "guard_traffic", "parse_allow", "plan_block", "policy", "require_allowed"]

@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from .. import progress
+from ..load.runner import TrafficView
 from .outcomes import Outcome
 from .probes import wait_until
 from .timeline import SteadyState, steady_state
@@ -77,19 +78,19 @@ class Experiment:
         """Traffic before the steady state is judged."""
         return self.plan.steady_s
 
-    def steady_state(self, traffic: Any) -> SteadyState:
+    def steady_state(self, traffic: TrafficView) -> SteadyState:
         """What the traffic so far proved about the service: by default enough requests answered,
         the success rate at `success_rate_min` and no drop (`timeline.steady_state`)."""
         bins, _ = traffic.timeline_so_far()
         return steady_state(bins, 0.0, traffic.elapsed_s(), self.success_rate_min)
 
-    def ready_for_fault(self, traffic: Any) -> str | None:
+    def ready_for_fault(self, traffic: TrafficView) -> str | None:
         """None when this is the moment for the fault, else what is still missing (polled until
         `ready_timeout_s`; still missing then: INCOMPLETE, no fault injected). E.g. SIGTERM needs
         a request in flight, or the drain it judges is not exercised."""
         return None
 
-    def fault(self, traffic: Any) -> None:
+    def fault(self, traffic: TrafficView) -> None:
         """Inject the fault and observe, under traffic, once the steady state held."""
         raise NotImplementedError
 

@@ -126,7 +126,7 @@ class StreamingTraffic:
 
     @property
     def in_flight(self) -> int:
-        return self.load.in_flight()
+        return self.load.in_flight
 
     def in_flight_sent_before(self, t: float) -> int:
         """Requests still waiting for their final response that were sent before monotonic `t`."""

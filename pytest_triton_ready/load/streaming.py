@@ -188,7 +188,8 @@ class StreamingLoad:
     `concurrency=N`: closed loop, N users each with its own stream and one request in flight.
     `rate=R`: open loop, requests due at R/s (Poisson with `poisson=True`) spread over `users`
     streams; latency counts from the due time; a request overdue by `late_drop_s` is dropped.
-    Runs in a background thread with its own event loop: `start()`, `stop()`, or `run()`.
+    Runs in a background thread on the shared event loop: `start()`, `stop()`, or `run()` (a
+    load/runner.TrafficRunner, as BackgroundTraffic is).
     `looks_s` and `stop_when`: at each of these seconds after the warm-up, `stop_when` is given
     the stats measured so far, and the measurement ends (as at `duration_s`) when it answers
     True (load/streaming_looks.py); `result.decided_at_s` says at which look, and `result.stats`
@@ -266,6 +267,7 @@ class StreamingLoad:
     def run(self) -> StreamingResult:
         return self.start().wait()
 
+    @property
     def running(self) -> bool:
         """True from `start()` until the traffic has ended."""
         return self._thread is not None and self._thread.is_alive()
@@ -283,8 +285,14 @@ class StreamingLoad:
     def elapsed_s(self) -> float:
         return time.monotonic() - self._t0 if self._started.is_set() else 0.0
 
+    @property
     def in_flight(self) -> int:
+        """Requests sent and still waiting for their final response."""
         return sum(len(s.pending) for s in self._streams)
+
+    def timeline_so_far(self) -> Any:
+        """(bins, events) closed so far, while running (none without `timeline_bin_s`)."""
+        return self.timeline.snapshot() if self.timeline is not None else ([], [])
 
     def in_flight_sent_before(self, t: float) -> int:
         """Requests still waiting for their final response that were sent before monotonic `t`."""

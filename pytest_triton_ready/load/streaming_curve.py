@@ -18,8 +18,6 @@ from .streaming_confidence import success_rule, ttft_rule
 from .streaming_rules import CurvePoint, CurveVerdict, capacity_is_lower_bound, enough_valid, judge_curve
 from .streaming_stats import StreamStats
 
-POINT_WARMUP_S = 0.5
-
 
 @dataclass
 class SweptPoint:
@@ -54,7 +52,8 @@ def sweep(streaming: Any, model: str, ttft_budget_ms: float, models_left: int = 
         progress.step(f"{model}: {concurrency} streams (point {index + 1} of {len(steps)}, {point_s:g} s, longer "
                       "while undecided)")
         looks = streaming.looks(point_s, parts=(len(steps) - index) + (models_left - 1) * len(steps))
-        result = streaming.measure(plan, rules, looks, concurrency=concurrency, warmup_s=POINT_WARMUP_S)
+        result = streaming.measure(plan, rules, looks, concurrency=concurrency,
+                                   warmup_s=streaming.warmup_s(model))
         point = CurvePoint.measured(concurrency, result.stats, success_min=streaming.n("success_rate_min"),
                                     min_requests=looks.min_requests, level=looks.level, window_s=looks.window_s,
                                     shown_level=looks.confidence)

@@ -4,7 +4,7 @@
 It looks at its rules after its configured length (`streaming_duration_s` for PERF-1,
 `streaming_curve_point_s` for a PERF-2 point), then at half its longest (at least twice the
 configured length), and at its longest: the window budget (`load_max_windows` x `load_window_s`), or less where the run budget
-(`budget.current()`) leaves less, never less than the configured length. Each look's intervals are
+(the check's share, given by StreamingRun) leaves less, never less than the configured length. Each look's intervals are
 at 1 - (1 - `load_confidence`) / looks, so that stopping at the first look that agrees does not
 decide on luck. It stops at the first look where
 
@@ -37,16 +37,17 @@ class StreamingLooks:
     min_requests: int = 10
 
     @classmethod
-    def from_thresholds(cls, threshold: Any, first_s: float, parts: int = 1) -> StreamingLooks:
+    def from_thresholds(cls, threshold: Any, first_s: float, parts: int = 1,
+                        deadline: budget.Deadline = budget.UNBOUNDED) -> StreamingLooks:
         """The schedule from the named thresholds (`threshold(name).value`) for a measurement whose
         configured length is `first_s`, one of `parts` the check still has to measure (the run
-        budget's share left is split evenly among them)."""
+        budget's share left, `deadline`, is split evenly among them)."""
         def value(name: str) -> float:
             return threshold(name).value
 
         window_s = value("load_window_s")
         longest = max(first_s, value("load_max_windows") * window_s)
-        left = budget.current().per_part(parts)
+        left = deadline.per_part(parts)
         if left is not None:
             longest = max(first_s, min(longest, left))
         return cls(first_s, longest, window_s, value("load_confidence"), int(value("streaming_min_requests")))

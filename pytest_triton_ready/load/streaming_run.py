@@ -1,15 +1,22 @@
 """What every streaming check needs of the run: the READY decoupled models (NOT APPLICABLE
 without one), each model's request plan, a StreamingLoad against the server with the check's
 token budget and deadline, a measurement that stops once its rules are decided
-(load/streaming_looks.py), and the INCOMPLETE of a measurement too small or too close to judge."""
+(load/streaming_looks.py), and the INCOMPLETE of a measurement too small or too close to judge.
+
+Every load it builds passes the same guards as the unary engine's: the attach ceiling
+(`policy.guard_traffic`, as CeilingGuard), the run budget (given explicitly: a measurement that
+would start after the check's share is spent does not, as BudgetGuard) and the warm-up thresholds
+(`load_warmup_s`, `load_rewarmup_s` for a model this run already streamed to)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .. import budget
 from ..models import ready_decoupled_models
+from ..policy import Policy, guard_traffic, policy
 from .decision import Rule
 from .streaming import StreamingLoad, StreamingResult
 from .streaming_looks import StreamingLooks
@@ -18,10 +25,28 @@ from .streaming_requests import StreamingPlan
 
 @dataclass
 class StreamingRun:
-    """One streaming check against the server under test (`triton`), recording on `check`."""
+    """One streaming check against the server under test (`triton`), recording on `check`, under
+    `rules` (the attach policy; from the settings when not given), the run budget `run_budget`
+    with this check's id `check_id` (None: unbounded), and `driven`: the (model, server changes)
+    this run already streamed to (shared across checks for the shorter re-warm-up)."""
 
     triton: Any
     check: Any
+    rules: Policy | None = None
+    run_budget: budget.RunBudget | None = None
+    check_id: str = ""
+    driven: set[tuple[str, int]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.rules is None:
+            self.rules = policy(self.triton.settings)
+
+    @property
+    def deadline(self) -> budget.Deadline:
+        """This check's share of the run budget (UNBOUNDED without one)."""
+        if self.run_budget is None:
+            return budget.UNBOUNDED
+        return self.run_budget.deadlines.get(self.check_id, budget.UNBOUNDED)
 
     def n(self, name: str) -> float:
         """The named threshold's value."""
@@ -41,19 +66,40 @@ class StreamingRun:
 
     def load(self, plan: StreamingPlan, **kwargs: Any) -> StreamingLoad:
         """A StreamingLoad on the server's gRPC endpoint with the run's headers, each request asking
-        for `streaming_max_tokens` and stuck after `streaming_final_deadline_s` unless given."""
+        for `streaming_max_tokens` and stuck after `streaming_final_deadline_s` unless given. Above
+        the attach ceiling it does not start: the check ends INCOMPLETE naming the switch."""
         kwargs.setdefault("max_tokens", int(self.n("streaming_max_tokens")))
         kwargs.setdefault("deadline_s", self.n("streaming_final_deadline_s"))
+        assert self.rules is not None
+        guard_traffic(self.rules, concurrency=kwargs.get("concurrency"), rate=kwargs.get("rate"))
+        self.driven.add(self._key(plan.model))
         return StreamingLoad(self.triton.endpoints.grpc_url, plan, headers=self.triton.settings.headers, **kwargs)
+
+    def warmup_s(self, model: str) -> float:
+        """`load_warmup_s`, or the shorter `load_rewarmup_s` for a model this run already streamed
+        to since the server last changed (as the unary engine's warm-up)."""
+        first = self.n("load_warmup_s")
+        return min(first, self.n("load_rewarmup_s")) if self._key(model) in self.driven else first
+
+    def _key(self, model: str) -> tuple[str, int]:
+        return model, int(getattr(self.triton.client, "changes", 0) or 0)
 
     def looks(self, first_s: float, parts: int = 1) -> StreamingLooks:
         """The look schedule of a measurement configured to `first_s`, one of `parts` still to do."""
-        return StreamingLooks.from_thresholds(self.check.threshold, first_s, parts)
+        return StreamingLooks.from_thresholds(self.check.threshold, first_s, parts, self.deadline)
 
     def measure(self, plan: StreamingPlan, rules: Sequence[Rule], looks: StreamingLooks,
                 **kwargs: Any) -> StreamingResult:
         """Closed-loop or open-loop traffic (`kwargs` as StreamingLoad's) that stops at the first
-        look where `rules` are decided, at the latest at `looks.longest_s`."""
+        look where `rules` are decided, at the latest at `looks.longest_s`. After the check's share
+        of the run budget is spent it does not start (INCOMPLETE naming the budget)."""
+        if self.run_budget is not None and self.check_id:
+            load = (f"{kwargs['concurrency']} streams" if kwargs.get("concurrency") is not None
+                    else f"{kwargs.get('rate')} requests/s")
+            reason = self.run_budget.refusal(self.check_id, f"the measurement of {plan.model} at {load} and what "
+                                                            "followed it")
+            if reason:
+                budget.cut(reason)
         return self.load(plan, duration_s=looks.longest_s, looks_s=looks.times_s,
                          stop_when=lambda stats: looks.decided(rules, stats), **kwargs).run()
 

@@ -16,7 +16,6 @@ from ..faults.stream_judges import report_stuck
 from .streaming_rules import fitted_growth
 from .streaming_stats import StreamStats
 
-WARMUP_S = 1.0
 SAMPLE_EVERY_S = 1.0
 MEMORY_FROM_S = 1.5  # the first samples show the load starting, not the server's memory
 STUCK_ADVICE = ("A stream without its final response holds a client forever: make sure the model sends "
@@ -67,7 +66,8 @@ def soak(streaming: Any, model: str, soak_s: float) -> StreamSoak:
     """Streams at `streaming_concurrency` for `soak_s`, memory and tokens sampled every second."""
     concurrency = int(streaming.n("streaming_concurrency"))
     read_memory, source = memory_reader(streaming.triton)
-    load = streaming.load(streaming.plan(model), concurrency=concurrency, duration_s=soak_s, warmup_s=WARMUP_S)
+    load = streaming.load(streaming.plan(model), concurrency=concurrency, duration_s=soak_s,
+                          warmup_s=streaming.warmup_s(model))
     memory: list[tuple[float, float]] = []
     tokens: list[tuple[float, float]] = []
     started, last_tokens = time.monotonic(), 0

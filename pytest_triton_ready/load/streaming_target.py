@@ -15,7 +15,6 @@ from .streaming_confidence import slo_rules, success_rule
 from .streaming_looks import StreamingLooks
 from .streaming_stats import StreamStats
 
-WARMUP_S = 1.0
 TTFT_ADVICE = ("TTFT over budget: fewer requests per instance (more instances or a smaller concurrent_requests / "
                "max_num_seqs), a shorter prefill, or a budget that matches the model.")
 
@@ -48,11 +47,13 @@ class TargetLoad:
 
 def measure_at_target(streaming: Any, model: str, slo: dict[str, Any], parts: int = 1) -> TargetLoad:
     """`streaming` (load/streaming_run.StreamingRun) measures `model` at `streaming_concurrency`
-    streams after a warm-up until its rules are decided; `parts`: models still to measure."""
+    streams after a warm-up (`load_warmup_s`, `load_rewarmup_s`) until its rules are decided;
+    `parts`: models still to measure."""
     concurrency = int(streaming.n("streaming_concurrency"))
     looks = streaming.looks(streaming.n("streaming_duration_s"), parts)
     rules = [*slo_rules(slo), success_rule(streaming.n("success_rate_min"))]
-    result = streaming.measure(streaming.plan(model), rules, looks, concurrency=concurrency, warmup_s=WARMUP_S)
+    result = streaming.measure(streaming.plan(model), rules, looks, concurrency=concurrency,
+                               warmup_s=streaming.warmup_s(model))
     judged = {j.rule.name: j for j in looks.judge(rules, result.stats)}
     return TargetLoad(model, concurrency, slo, result.stats, looks, judged, result.decided_at_s)
 
