@@ -43,13 +43,10 @@ def test_the_schedule_comes_from_the_thresholds_and_the_run_budget_caps_its_long
     now = [0.0]
     run = budget.RunBudget(30.0, {"PERF-1": 30.0}, clock=lambda: now[0])
     run.enter("PERF-1")
-    budget.activate(run, "PERF-1")
-    try:
-        assert StreamingLooks.from_thresholds(_threshold(), 6.0, parts=3).longest_s == pytest.approx(10.0)
-        now[0] = 28.0
-        assert StreamingLooks.from_thresholds(_threshold(), 6.0, parts=1).longest_s == 6.0  # never below its length
-    finally:
-        budget.activate(None)
+    deadline = run.deadlines["PERF-1"]  # given explicitly (StreamingRun.deadline), not read from a global
+    assert StreamingLooks.from_thresholds(_threshold(), 6.0, parts=3, deadline=deadline).longest_s == pytest.approx(10.0)
+    now[0] = 28.0
+    assert StreamingLooks.from_thresholds(_threshold(), 6.0, parts=1, deadline=deadline).longest_s == 6.0
 
 
 def test_a_clear_pass_stops_at_the_first_look():

@@ -37,10 +37,6 @@ class StreamingRun:
     check_id: str = ""
     driven: set[tuple[str, int]] = field(default_factory=set)
 
-    def __post_init__(self) -> None:
-        if self.rules is None:
-            self.rules = policy(self.triton.settings)
-
     @property
     def deadline(self) -> budget.Deadline:
         """This check's share of the run budget (UNBOUNDED without one)."""
@@ -70,8 +66,7 @@ class StreamingRun:
         the attach ceiling it does not start: the check ends INCOMPLETE naming the switch."""
         kwargs.setdefault("max_tokens", int(self.n("streaming_max_tokens")))
         kwargs.setdefault("deadline_s", self.n("streaming_final_deadline_s"))
-        assert self.rules is not None
-        guard_traffic(self.rules, concurrency=kwargs.get("concurrency"), rate=kwargs.get("rate"))
+        guard_traffic(self.rules or policy(self.triton.settings), concurrency=kwargs.get("concurrency"), rate=kwargs.get("rate"))
         self.driven.add(self._key(plan.model))
         return StreamingLoad(self.triton.endpoints.grpc_url, plan, headers=self.triton.settings.headers, **kwargs)
 

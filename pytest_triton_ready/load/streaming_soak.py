@@ -72,7 +72,7 @@ def soak(streaming: Any, model: str, soak_s: float) -> StreamSoak:
     tokens: list[tuple[float, float]] = []
     started, last_tokens = time.monotonic(), 0
     load.start()
-    while load.running():
+    while load.running:
         time.sleep(SAMPLE_EVERY_S)
         now = time.monotonic() - started
         value = read_memory()
