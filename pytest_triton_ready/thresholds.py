@@ -113,7 +113,7 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "streaming_min_output_tokens_per_s": ThresholdSpec(0.0, "tokens/s", "PERF-1 streaming: lowest output token throughput without a min_output_tokens_per_s SLO (0: none)", NON_NEGATIVE),
     "streaming_concurrency": ThresholdSpec(8, "streams", "PERF-1/PERF-3 streaming: concurrent streams (closed loop, one request in flight each)", COUNT),
     "streaming_max_tokens": ThresholdSpec(32, "tokens", "output tokens each streaming request asks for", COUNT),
-    "streaming_duration_s": ThresholdSpec(6.0, "s", "PERF-1 streaming: length of the measurement after a 1 s warm-up (longer while a rule is undecided, up to load_max_windows x load_window_s)", POSITIVE),
+    "streaming_duration_s": ThresholdSpec(6.0, "s", "PERF-1 streaming: length of the measurement after its load_warmup_s warm-up (longer while a rule is undecided, up to load_max_windows x load_window_s)", POSITIVE),
     "streaming_curve_max_concurrency": ThresholdSpec(16, "streams", "PERF-2 streaming: highest concurrency of the tokens/s and TTFT curve", COUNT),
     "streaming_curve_point_s": ThresholdSpec(3.0, "s", "PERF-2 streaming: measurement per curve point (longer while the point is undecided, up to load_max_windows x load_window_s)", POSITIVE),
     "streaming_min_requests": ThresholdSpec(10, "requests", "PERF-1/PERF-2 streaming: fewest completed requests for a measurement (a curve point) to count", COUNT),
