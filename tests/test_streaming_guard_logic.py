@@ -90,3 +90,19 @@ def test_both_traffic_runners_share_one_protocol():
     for runner in (streams, unary):
         assert isinstance(runner, TrafficRunner) and isinstance(runner, TrafficView)
         assert runner.in_flight == 0 and runner.running is False and runner.elapsed_s() == 0.0
+
+
+def test_perf5_streaming_repeats_above_the_ceiling_do_not_start():
+    from pytest_triton_ready.baseline.noise import streaming_noise
+    from pytest_triton_ready.facts import StreamingCapacity
+
+    metadata = {"inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [1]},
+                           {"name": "MAX_TOKENS", "datatype": "INT32", "shape": [1]}],
+                "outputs": [{"name": "TOKEN", "datatype": "BYTES", "shape": [1]}]}
+    client = SimpleNamespace(model_metadata=lambda m: metadata, model_config=lambda m: {"max_batch_size": 0})
+    triton = SimpleNamespace(client=client, endpoints=SimpleNamespace(grpc_url="localhost:1"),
+                             settings=build_settings({"triton_url": STAGING}, {}, environ={}))
+    check = SimpleNamespace(threshold=default_settings().threshold, measure=lambda *a, **k: None)
+    fact = StreamingCapacity("streamer", 900.0, 30.0, 1, concurrency=16)
+    with pytest.raises(pytest.skip.Exception, match="16 requests in flight is above the load ceiling of 8"):
+        streaming_noise(triton, check, "streamer", fact)

@@ -125,11 +125,13 @@ def streaming_noise(triton: Any, check: CheckRecorder, model: str,
     token capacity only when every measurement is valid and its mean TTFT p99 within the SLO."""
     from ..load.streaming import StreamingLoad
     from ..load.streaming_requests import StreamingPlan
+    from ..policy import guard_traffic, policy
 
     client = triton.client
     plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model))
     concurrency = int((fact.concurrency if fact else None) or check.threshold("streaming_concurrency").value)
     check.measure("streaming noise measured at concurrency", concurrency, "streams", model=model)
+    guard_traffic(policy(triton.settings), concurrency=concurrency)  # the attach ceiling, as unary repeats
     runs = [StreamingLoad(triton.endpoints.grpc_url, plan, headers=triton.settings.headers, concurrency=concurrency,
                           duration_s=check.threshold("streaming_curve_point_s").value, warmup_s=0.5,
                           max_tokens=int(check.threshold("streaming_max_tokens").value),
