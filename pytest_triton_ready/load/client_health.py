@@ -1,0 +1,95 @@
+"""The load generator's own health, and the one place a rule hears of it.
+
+Every window records, for the load generator itself: late sends (open-loop requests sent, or
+dropped, more than LATE_SEND_S behind their schedule), the event loop's lag (how late a 10 ms
+timer fires: max and p99 per window) and the process CPU time (per window and per request).
+
+Rule: a latency rule is not judged on windows in which the client fell behind (loop lag above
+`client_lag_max_ms`, or late sends above `client_late_send_max` of the window's scheduled
+requests). Where it would fail or stay undecided, it ends with the outcome "the load generator
+fell behind (88 late sends in window 18, loop lag 40 ms): run the client on its own cores or
+lower the rate", which makes the check INCOMPLETE, never a FAIL blamed on the server. A pass
+stands: a client behind only adds to the latency measured. A throughput measured while the
+client was saturated (CPU of at least `client_cpu_saturation` cores per load process, or a loop
+lag beyond the threshold) is a lower bound, "limited by the load generator".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .decision import FAIL, UNDECIDED, Judgement
+
+BEHIND = "the load generator fell behind"
+ADVICE = "run the client on its own cores or lower the rate"
+LATENCY_UNITS = ("ms", "s", "us")
+
+
+@dataclass(frozen=True)
+class ClientLimits:
+    lag_max_ms: float = 50.0
+    late_send_max: float = 0.05  # share of a window's scheduled requests
+    cpu_saturation: float = 0.9  # cores per load process
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ClientLimits:
+        values = {}
+        for field_name, threshold in (("lag_max_ms", "client_lag_max_ms"), ("late_send_max", "client_late_send_max"),
+                                      ("cpu_saturation", "client_cpu_saturation")):
+            try:
+                values[field_name] = float(settings.threshold(threshold).value)
+            except (KeyError, AttributeError, TypeError):
+                pass
+        return cls(**values)
+
+
+def window_behind(window: Any, limits: ClientLimits) -> str | None:
+    """'88 late sends in window 18, loop lag 40 ms' where the client fell behind in `window`, else None."""
+    stats = window.stats
+    lag = stats.loop_lag_max_ms
+    scheduled = stats.attempted
+    late_share = stats.late_sends / scheduled if scheduled else 0.0
+    if (lag is None or lag <= limits.lag_max_ms) and late_share <= limits.late_send_max:
+        return None
+    lag_text = f", loop lag {lag:.0f} ms" if lag is not None else ""
+    return f"{stats.late_sends} late sends in window {window.index}{lag_text}"
+
+
+def fell_behind(windows: Sequence[Any], limits: ClientLimits) -> str | None:
+    """The sentence for the worst window in which the client fell behind, else None."""
+    behind = [(w, window_behind(w, limits)) for w in windows]
+    behind = [(w, text) for w, text in behind if text]
+    if not behind:
+        return None
+    worst, text = max(behind, key=lambda b: (b[0].stats.late_sends, b[0].stats.loop_lag_max_ms or 0.0))
+    more = f"; {len(behind) - 1} more windows" if len(behind) > 1 else ""
+    return f"{BEHIND} ({text}{more}): {ADVICE}"
+
+
+def is_behind(outcome: str) -> bool:
+    """Whether a judgement's outcome is 'the load generator fell behind (...)'."""
+    return outcome.startswith(BEHIND)
+
+
+def guard(judgements: Sequence[Judgement], windows: Sequence[Any], limits: ClientLimits) -> list[Judgement]:
+    """The judgements, each latency rule that failed or stayed undecided on windows where the
+    client fell behind given that reason as its outcome instead."""
+    reason = fell_behind(windows, limits)
+    if reason is None:
+        return list(judgements)
+    return [replace(j, outcome=reason) if j.rule.unit in LATENCY_UNITS and j.outcome in (FAIL, UNDECIDED) else j
+            for j in judgements]
+
+
+def saturated(stats: Any, workers: int, limits: ClientLimits) -> str | None:
+    """'limited by the load generator (...)' where the client was saturated over `stats`, else None."""
+    cores = stats.client_cores
+    lag = stats.loop_lag_max_ms
+    if cores is not None and cores >= limits.cpu_saturation * max(1, workers):
+        return (f"limited by the load generator ({cores:.2f} cores of CPU for {max(1, workers)} load process(es)): "
+                f"a lower bound; {ADVICE}")
+    if lag is not None and lag > limits.lag_max_ms:
+        return f"limited by the load generator (loop lag {lag:.0f} ms): a lower bound; {ADVICE}"
+    return None
