@@ -45,16 +45,23 @@ class ClientLimits:
         return cls(**values)
 
 
+def _health(window: Any) -> tuple[int, float | None, int]:
+    """(late sends, loop lag max in ms, requests scheduled) of a load Window or a soak Window."""
+    stats = getattr(window, "stats", None)
+    if stats is not None:
+        return stats.late_sends, stats.loop_lag_max_ms, stats.attempted
+    return (getattr(window, "late_sends", 0) or 0, getattr(window, "loop_lag_max_ms", None),
+            window.sent + window.dropped)
+
+
 def window_behind(window: Any, limits: ClientLimits) -> str | None:
     """'88 late sends in window 18, loop lag 40 ms' where the client fell behind in `window`, else None."""
-    stats = window.stats
-    lag = stats.loop_lag_max_ms
-    scheduled = stats.attempted
-    late_share = stats.late_sends / scheduled if scheduled else 0.0
+    late, lag, scheduled = _health(window)
+    late_share = late / scheduled if scheduled else 0.0
     if (lag is None or lag <= limits.lag_max_ms) and late_share <= limits.late_send_max:
         return None
     lag_text = f", loop lag {lag:.0f} ms" if lag is not None else ""
-    return f"{stats.late_sends} late sends in window {window.index}{lag_text}"
+    return f"{late} late sends in window {window.index}{lag_text}"
 
 
 def fell_behind(windows: Sequence[Any], limits: ClientLimits) -> str | None:
@@ -63,7 +70,7 @@ def fell_behind(windows: Sequence[Any], limits: ClientLimits) -> str | None:
     behind = [(w, text) for w, text in behind if text]
     if not behind:
         return None
-    worst, text = max(behind, key=lambda b: (b[0].stats.late_sends, b[0].stats.loop_lag_max_ms or 0.0))
+    worst, text = max(behind, key=lambda b: (_health(b[0])[0], _health(b[0])[1] or 0.0))
     more = f"; {len(behind) - 1} more windows" if len(behind) > 1 else ""
     return f"{BEHIND} ({text}{more}): {ADVICE}"
 
@@ -81,6 +88,33 @@ def guard(judgements: Sequence[Judgement], windows: Sequence[Any], limits: Clien
         return list(judgements)
     return [replace(j, outcome=reason) if j.rule.unit in LATENCY_UNITS and j.outcome in (FAIL, UNDECIDED) else j
             for j in judgements]
+
+
+def guard_soak(evaluation: Any, windows: Sequence[Any], limits: Any) -> Any:
+    """A soak's Evaluation (soak/judge.py), its failed latency rule (p99 drift) not a failure where
+    the client fell behind in a window: recorded for information, and the reason among the rules
+    left undecided (the soak ends INCOMPLETE). `limits`: the soak's {name: ThresholdValue}."""
+    reason = fell_behind(windows, ClientLimits.from_settings(_Named(limits)))
+    if reason is None:
+        return evaluation
+    latency = [o for o in evaluation.outcomes if o.rule in SOAK_LATENCY_RULES and o.passed is False]
+    if not latency:
+        return evaluation
+    evaluation.outcomes = [replace(o, passed=None, threshold=None, finding=None) if o in latency else o
+                           for o in evaluation.outcomes]
+    evaluation.undecided.append(f"p99 drift: {reason}")
+    return evaluation
+
+
+SOAK_LATENCY_RULES = ("p99-drift",)
+
+
+class _Named:
+    def __init__(self, limits: Any) -> None:
+        self._limits = limits
+
+    def threshold(self, name: str) -> Any:
+        return self._limits[name]
 
 
 def saturated(stats: Any, workers: int, limits: ClientLimits) -> str | None:
