@@ -11,7 +11,7 @@ import pytest
 from default_settings import default_settings
 from recorded_windows import recorded_windows, traffic_result
 
-from pytest_triton_ready.load.client_health import ClientLimits, fell_behind, guard, saturated
+from pytest_triton_ready.load.client_health import ClientLimits, fell_behind, guard, record_client_health, saturated
 from pytest_triton_ready.load.curve import CurvePoint
 from pytest_triton_ready.load.decision import FAIL, PASS, Rule, judge_measurement
 from pytest_triton_ready.load.engine import LoadEngine, measurement_from
@@ -105,3 +105,18 @@ def test_client_health_survives_the_trip_between_processes():
     assert stats.late_sends == 9
     assert abs(stats.loop_lag_max_ms - 41.0) < 0.1
     assert Tally.from_wire({**Tally().to_wire()}).loop_lag is None
+
+
+def test_a_measurement_records_the_clients_health_with_units_on_the_check():
+    windows = behind_at(recorded_windows(p99_ms=4.0, count=3), 1, late=7, lag_ms=12.0)
+    for w in windows:
+        w.tallies["m"].client_cpu_s = 1.9
+    measured = measurement_from("m", traffic_result(windows), RULES, None, 300.0, "grpc", judged=[P99_RULE])
+    check = _check()
+    record_client_health(check, measured, "m")
+    units = {m.name: (m.value, m.unit) for m in check.result.measurements}
+    assert units["client late sends"] == (7, "requests")
+    assert units["client event-loop lag max"][1] == "ms" and units["client event-loop lag max"][0] >= 12.0
+    assert units["client CPU"] == (0.95, "cores")
+    assert [f.message for f in check.result.findings][0].startswith(
+        "m: throughput 300 infer/s limited by the load generator (0.95 cores")

@@ -127,3 +127,19 @@ def saturated(stats: Any, workers: int, limits: ClientLimits) -> str | None:
     if lag is not None and lag > limits.lag_max_ms:
         return f"limited by the load generator (loop lag {lag:.0f} ms): a lower bound; {ADVICE}"
     return None
+
+
+def record_client_health(check: Any, measurement: Any, model: str | None = None) -> None:
+    """The load generator's health over a measurement's reported windows, as measurements with
+    units on `check` (evidence: nothing is compared here), and where it was saturated, say so."""
+    stats = measurement.stats
+    check.measure("client late sends", stats.late_sends, "requests", model=model)
+    if stats.loop_lag_max_ms is not None:
+        check.measure("client event-loop lag max", round(stats.loop_lag_max_ms, 3), "ms", model=model)
+        check.measure("client event-loop lag p99", round(stats.loop_lag_p99_ms, 3), "ms", model=model)
+    if stats.client_cores is not None:
+        check.measure("client CPU", round(stats.client_cores, 3), "cores", model=model)
+    limited = measurement.client_limited
+    if limited:
+        check.finding(f"{model + ': ' if model else ''}throughput {stats.throughput_infer_s:.0f} infer/s {limited}",
+                      severity="warning", model=model)
