@@ -417,6 +417,8 @@ def test_short_soak_of_the_demo_server_passes(run_checklist, tmp_path):
     journal = read_journal(run.report_dir / "soak-journal.jsonl")
     assert journal.finished and journal.end["reason"] == "completed" and len(journal.windows) == 8
     assert all(w.server_rss_bytes and w.runner_rss_bytes and w.p99_ms for w in journal.windows)
+    # the runner's own health, journaled per window (load/client_health.py)
+    assert all(w.loop_lag_max_ms is not None and w.runner_cpu_s and w.late_sends >= 0 for w in journal.windows)
 
 
 def test_an_attached_soak_that_cannot_read_server_memory_is_incomplete(run_checklist, demo_server, tmp_path):
