@@ -35,6 +35,7 @@ from side_by_side import medians, print_table  # noqa: E402
 
 from pytest_triton_ready.client import TritonClient  # noqa: E402
 from pytest_triton_ready.load import LoadEngine, MeasureRules  # noqa: E402
+from pytest_triton_ready.load.background import loop_kind, shared_loop  # noqa: E402
 
 DEFAULT_REPOSITORY = ROOT / "tests" / "repositories" / "load"
 DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"
@@ -76,7 +77,8 @@ def run_engine(engine: LoadEngine, model: str, protocol: str, concurrency: int, 
     return {"tool": "engine", "throughput": m.stats.throughput_infer_s * batch_size, "p50_ms": m.stats.p50_ms,
             "p99_ms": m.stats.p99_ms, "stable": m.stable, "wall_s": time.monotonic() - started,
             "workers": m.workers, "cpu_us": cpu_s * 1e6 / requests if requests else float("nan"),
-            "own_cpu_us": m.stats.client_cpu_us_per_request}
+            "own_cpu_us": m.stats.client_cpu_us_per_request, "lag_max_ms": m.stats.loop_lag_max_ms,
+            "lag_p99_ms": m.stats.loop_lag_p99_ms, "loop": loop_kind(shared_loop())}
 
 
 def engine_requests(m) -> int:
@@ -158,6 +160,8 @@ def _line(row: dict) -> str:
     extra = f"  client CPU {row['cpu_us']:.0f} us/req"
     if row["tool"] == "engine":
         extra += f"  workers {row['workers']}  (engine's own count: {row.get('own_cpu_us') or float('nan'):.0f} us/req)"
+        if row.get("lag_max_ms") is not None:  # the engine's own health: its event loop's lag (load/client_health.py)
+            extra += f"  {row['loop']} lag p99/max {row['lag_p99_ms']:.1f}/{row['lag_max_ms']:.1f} ms"
     return (f"round {row['round']}  {row['tool']:<14} {row['throughput']:>9.1f} infer/s  p50 {row['p50_ms']:>7.3f} ms  "
             f"p99 {row['p99_ms']:>7.3f} ms  {'stable' if row['stable'] else 'UNSTABLE'}{extra}")
 
@@ -165,6 +169,7 @@ def _line(row: dict) -> str:
 def _summary(rows: list[dict], args, load_before, load_after) -> int:
     med = medians(rows, ("throughput", "p50_ms", "p99_ms", "cpu_us"))
     if med is None:
+        print(f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on {os.cpu_count()} CPUs")
         return 1
     print()
     print(f"model {args.model}, {args.protocol}, concurrency {args.concurrency}, batch {args.batch_size}, "

@@ -231,3 +231,45 @@ def test_open_loop_on_a_sequence_model_leaves_no_sequence_open(demo_server):
         assert outcome.ok, outcome.error
     finally:
         client.close()
+
+
+def test_a_measurement_carries_the_load_generators_lag_and_cpu(engine):
+    m = engine.measure("identity", rate=200, rules=FAST_RULES, workers=1)
+    client = m.to_dict()["client"]
+    assert client["cpu_s"] > 0 and client["cpu_cores"] > 0 and client["cpu_us_per_request"] > 0
+    assert client["loop_lag_max_ms"] is not None and client["loop_lag_p99_ms"] <= client["loop_lag_max_ms"]
+    assert isinstance(client["late_sends"], int) and client["workers"] == 1
+    for window in m.to_dict()["windows"]:
+        assert window["stats"]["client"]["loop_lag_max_ms"] is not None  # every window, its own lag
+
+
+def test_http_binary_requests_return_what_json_requests_return(load_server):
+    import urllib.request
+
+    import tritonclient.http as httpclient
+
+    from pytest_triton_ready.load.requests import http_request
+
+    data = np.linspace(-3.0, 3.0, 16, dtype=np.float32)
+    body, json_size = http_request({"INPUT0": data})
+    url = load_server.endpoints.http_url.rstrip("/")
+    url = url if url.startswith("http") else "http://" + url
+    post = urllib.request.Request(f"{url}/v2/models/identity/infer", data=body, method="POST",
+                                  headers={"Inference-Header-Content-Length": str(json_size)})
+    with urllib.request.urlopen(post, timeout=10) as response:
+        answer = response.read()
+        header = response.headers.get("Inference-Header-Content-Length")
+    binary = httpclient.InferenceServerClient.parse_response_body(answer, header_length=int(header) if header else None)
+    tensor = httpclient.InferInput("INPUT0", [16], "FP32")
+    tensor.set_data_from_numpy(data, binary_data=False)
+    json_body, json_header = httpclient.InferenceServerClient.generate_request_body([tensor])
+    assert json_header is None and len(body) < len(json_body)  # raw bytes after a JSON header, not a JSON list
+    assert b'"data":[' in (json_body.encode() if isinstance(json_body, str) else json_body).replace(b" ", b"")
+    json_post = urllib.request.Request(f"{url}/v2/models/identity/infer", method="POST",
+                                       data=json_body.encode() if isinstance(json_body, str) else json_body)
+    with urllib.request.urlopen(json_post, timeout=10) as response:
+        answer = response.read()
+        header = response.headers.get("Inference-Header-Content-Length")
+    as_json = httpclient.InferenceServerClient.parse_response_body(answer, header_length=int(header) if header else None)
+    assert np.array_equal(binary.as_numpy("OUTPUT0"), data)
+    assert np.array_equal(as_json.as_numpy("OUTPUT0"), binary.as_numpy("OUTPUT0"))

@@ -225,6 +225,21 @@ def test_one_failing_window_fails_the_success_rule_and_is_named():
     assert "Stub process" in worst.finding
 
 
+def test_p99_drift_while_the_runner_fell_behind_is_undecided_not_a_failure():
+    from pytest_triton_ready.load.client_health import guard_soak
+
+    rising = [_window(i, p99=5 + i) for i in range(20)]
+    rising[18].late_sends, rising[18].loop_lag_max_ms = 88, 40.0  # 88 of 100 scheduled went out late
+    evaluation = guard_soak(evaluate(rising, _limits(), 1), rising, _limits())
+    assert "p99-drift" not in _failed_rules(evaluation)
+    assert evaluation.undecided[-1] == ("p99 drift: the load generator fell behind (88 late sends in window 18, "
+                                        "loop lag 40 ms): run the client on its own cores or lower the rate")
+    healthy = [_window(i, p99=5 + i) for i in range(20)]
+    healthy[18].late_sends = 2  # a few late sends are noise: the drift is the server's
+    assert "p99-drift" in _failed_rules(guard_soak(evaluate(healthy, _limits(), 1), healthy, _limits()))
+    assert Window.from_dict(json.loads(json.dumps(rising[18].to_dict()))).late_sends == 88  # journaled
+
+
 def test_p99_drift_compares_last_quarter_with_first_and_ignores_small_rises():
     rising = [_window(i, p99=5 + i) for i in range(20)]  # 6 ms -> 24 ms
     assert "p99-drift" in _failed_rules(evaluate(rising, _limits(), 1))
@@ -402,6 +417,8 @@ def test_short_soak_of_the_demo_server_passes(run_checklist, tmp_path):
     journal = read_journal(run.report_dir / "soak-journal.jsonl")
     assert journal.finished and journal.end["reason"] == "completed" and len(journal.windows) == 8
     assert all(w.server_rss_bytes and w.runner_rss_bytes and w.p99_ms for w in journal.windows)
+    # the runner's own health, journaled per window (load/client_health.py)
+    assert all(w.loop_lag_max_ms is not None and w.runner_cpu_s and w.late_sends >= 0 for w in journal.windows)
 
 
 def test_an_attached_soak_that_cannot_read_server_memory_is_incomplete(run_checklist, demo_server, tmp_path):

@@ -13,6 +13,7 @@ result.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
@@ -26,6 +27,24 @@ _LOOP: asyncio.AbstractEventLoop | None = None
 _LOOP_LOCK = threading.Lock()
 
 
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop: uvloop's where it is installed (the optional extra `fast`) and not turned
+    off with TRITON_READY_UVLOOP=0, else the standard one. `loop_kind()` says which."""
+    if os.environ.get("TRITON_READY_UVLOOP", "1") != "0":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def loop_kind(loop: asyncio.AbstractEventLoop) -> str:
+    """'uvloop' or 'asyncio': the kind of event loop the traffic runs on (for reports and benchmarks)."""
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+
+
 def shared_loop() -> asyncio.AbstractEventLoop:
     """The process's one traffic event loop, running in a daemon thread.
 
@@ -34,7 +53,7 @@ def shared_loop() -> asyncio.AbstractEventLoop:
     global _LOOP
     with _LOOP_LOCK:
         if _LOOP is None or _LOOP.is_closed():
-            _LOOP = asyncio.new_event_loop()
+            _LOOP = new_loop()
             threading.Thread(target=_LOOP.run_forever, name="triton-ready-traffic-loop", daemon=True).start()
         return _LOOP
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import progress
 from ..facts import Facts, TargetLoad
+from .client_health import record_client_health
 from .decision import slo_rules
 from .judged import record_judgement
 from .measured_models import budget_note
@@ -94,6 +95,7 @@ def judge_at_target(load: Any, check: Any, prof: ModelProfile, measurement: Any,
         judge_target_rate(check, model, prof.min_throughput, measurement)
     if stats.client_cpu_us_per_request is not None:
         check.measure("client CPU per request", round(stats.client_cpu_us_per_request, 1), "us", model=model)
+    record_client_health(check, measurement, model)
     record_server_side(check, measurement, model, prof.steps)
     return undecided
 

@@ -60,6 +60,7 @@ class CurvePoint:
     server_us: Mapping[str, float | None] | None = None
     throughput_interval: Interval | None = None
     p99_interval: Interval | None = None
+    client_limited: str | None = None  # 'limited by the load generator (...)': its throughput is a lower bound
 
     @classmethod
     def measured(cls, concurrency: int, measurement: Any) -> CurvePoint:
@@ -73,7 +74,8 @@ class CurvePoint:
             p99_interval = _shown(estimate("p99", measurement.windows, level, measurement.model), shown)
         return cls(concurrency, stats.throughput_infer_s, stats.p50_ms, stats.p99_ms, stats.success_rate,
                    measurement.trustworthy, measurement.problem(), stats.p("p90"), stats.p("p95"), stats.mean_ms,
-                   dict(server.stage_us) if server is not None else None, throughput_interval, p99_interval)
+                   dict(server.stage_us) if server is not None else None, throughput_interval, p99_interval,
+                   getattr(measurement, "client_limited", None))
 
     def throughput_estimate(self) -> Estimate:
         """The point's throughput with its interval, for a rule that compares another point with it."""

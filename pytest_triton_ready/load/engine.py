@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .background import BackgroundTraffic
+from .client_health import ClientLimits, fell_behind, guard, is_behind, saturated
 from .decision import UNDECIDED, Judgement, Rule, decided_enough, judge_measurement
 from .errors import dead_instances
 from .requests import DEFAULT_POOL_SIZE, RequestPool, build_pool
@@ -63,6 +64,22 @@ class Measurement:
     judgements: list[Judgement] = field(default_factory=list)
     judged: bool = False
     reused_after_s: float | None = None  # the windows of an earlier measurement, judged again this long after it ended
+    client_limits: ClientLimits = field(default_factory=ClientLimits)
+
+    @property
+    def client_behind(self) -> str | None:
+        """'the load generator fell behind (...)' where it did in any window, else None (load/client_health.py)."""
+        return fell_behind(self.windows, self.client_limits)
+
+    @property
+    def client_limited(self) -> str | None:
+        """'limited by the load generator (...)' where the client was saturated: the throughput is a lower bound."""
+        return saturated(self.stats, self.workers, self.client_limits)
+
+    def client_health(self) -> dict[str, Any]:
+        """The load generator's health over the reported windows (units in the names), and its verdicts."""
+        return {**self.stats.client_health(), "workers": self.workers, "behind": self.client_behind,
+                "limited": self.client_limited}
 
     @property
     def trustworthy(self) -> bool:
@@ -75,8 +92,10 @@ class Measurement:
         return next((j for j in self.judgements if j.rule.name == name), None)
 
     def too_close(self) -> list[str]:
-        """'too close to call: p99 latency 98.7 ms, 95% interval [...] ms, rule <= 100 ms' per undecided rule."""
-        return [f"too close to call: {j.describe()}" for j in self.judgements if j.outcome == UNDECIDED and not j.settled]
+        """'too close to call: p99 latency 98.7 ms, 95% interval [...] ms, rule <= 100 ms' per undecided rule;
+        'p99 latency: the load generator fell behind (...)' per latency rule left unjudged for it."""
+        return ([f"too close to call: {j.describe()}" for j in self.judgements if j.outcome == UNDECIDED and not j.settled]
+                + [f"{j.rule.name}: {j.outcome}" for j in self.judgements if is_behind(j.outcome)])
 
     @property
     def server_model(self) -> ModelWindow | None:
@@ -97,7 +116,7 @@ class Measurement:
                 "stable": self.stable, "stability": self.stability_detail, "valid": self.valid,
                 "validity": self.validity_detail, "rules": self.rules.describe(),
                 "server": self.server.to_dict() if self.server else None,
-                "windows": [w.to_dict() for w in self.windows],
+                "windows": [w.to_dict() for w in self.windows], "client": self.client_health(),
                 **({"judgements": [j.to_dict() for j in self.judgements]} if self.judged else {}),
                 **({"cluster": self.cluster} if self.cluster is not None else {})}
 
@@ -233,14 +252,21 @@ class LoadEngine:
         if reuse and judged is not None and concurrency is not None:
             earlier = self._recent.judged_again(key, judged)
             if earlier is not None:
-                return earlier
+                return self._guarded(earlier)
         measurement = self._measure(model, concurrency, rate, rules, protocol, batch_size, poisson, server_stats,
                                     workers, stop_on_dead_instance, judged)
         if judged is not None and concurrency is not None and measurement.windows:
             self._recent.keep(key, measurement)
         if measurement.windows:
             self._driven.add((model, self._server_changes()))
-        return measurement
+        return self._guarded(measurement)
+
+    def _guarded(self, measurement: Measurement) -> Measurement:
+        """`measurement` with the client limits of the settings, its latency rules not failed on
+        windows where the load generator fell behind (load/client_health.py)."""
+        limits = ClientLimits.from_settings(self.settings) if self.settings is not None else ClientLimits()
+        return replace(measurement, client_limits=limits,
+                       judgements=guard(measurement.judgements, measurement.windows, limits))
 
     def _warm_up(self, model: str, rules: MeasureRules) -> MeasureRules:
         """`rules`, with the shorter warm-up `load_rewarmup_s` for a model this run already measured

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .client_health import is_behind
 from .decision import FAIL, PASS, UNDECIDED, UNMEASURED, Judgement
 
 
@@ -13,7 +14,8 @@ def record_judgement(check: Any, judgement: Judgement, *, model: str | None = No
                      finding: str | None = None, rule: str | None = None, digits: int | None = None) -> str | None:
     """Record `judgement` on `check`. Decided: measured against its threshold (a failure adds
     `finding`); too close to call: measured without one, and the sentence that makes the check
-    INCOMPLETE is returned. `threshold`: the named ThresholdValue the rule came from (kept as the
+    INCOMPLETE is returned; so it is for a latency rule left unjudged because the load generator
+    fell behind (load/client_health.py). `threshold`: the named ThresholdValue the rule came from (kept as the
     measurement's source), else the rule's own number."""
     name, unit = judgement.rule.name, judgement.rule.unit
     value = judgement.value
@@ -29,6 +31,8 @@ def record_judgement(check: Any, judgement: Judgement, *, model: str | None = No
             check.finding(finding or f"{where}{judgement.describe()}", rule=rule, model=model, value=value)
         return None
     check.measure(name, shown, unit, model=model)
+    if is_behind(judgement.outcome):  # not judged: the client, not the server, may have made it slow
+        return f"{where}{name}: {judgement.outcome}"
     return f"{where}{UNDECIDED}: {judgement.describe()}"
 
 

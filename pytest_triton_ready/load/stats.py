@@ -94,6 +94,15 @@ class Tally:
     started: float = 0.0  # monotonic seconds
     ended: float = 0.0
     client_cpu_s: float = 0.0
+    # The load generator's own health (load/client_health.py): sends behind schedule, and the
+    # event loop's lag (a periodic timer's overshoot), booked once per loop like the CPU.
+    late_sends: int = 0
+    loop_lag: LatencyHistogram | None = None
+
+    def lag(self, seconds: float) -> None:
+        if self.loop_lag is None:
+            self.loop_lag = LatencyHistogram()
+        self.loop_lag.record_s(seconds)
 
     def ok(self, latency_s: float) -> None:
         self.histogram.record_s(latency_s)
@@ -109,6 +118,11 @@ class Tally:
         self.errors.update(other.errors)
         self.dropped += other.dropped
         self.client_cpu_s += other.client_cpu_s
+        self.late_sends += other.late_sends
+        if other.loop_lag is not None and other.loop_lag.count:
+            if self.loop_lag is None:
+                self.loop_lag = LatencyHistogram()
+            self.loop_lag.add(other.loop_lag)
         self.started = min(self.started, other.started) if self.started else other.started
         self.ended = max(self.ended, other.ended)
 
@@ -116,6 +130,7 @@ class Tally:
         duration = duration_s if duration_s is not None else max(0.0, self.ended - self.started)
         ok = self.histogram.count
         sent = ok + sum(self.errors.values())
+        lag = self.loop_lag is not None and self.loop_lag.count
         return Stats(
             count_ok=ok,
             errors=dict(self.errors),
@@ -126,17 +141,30 @@ class Tally:
             mean_ms=self.histogram.mean_ms(),
             max_ms=self.histogram.max_ms(),
             client_cpu_us_per_request=(self.client_cpu_s * 1e6 / sent) if sent else None,
+            client_cpu_s=self.client_cpu_s,
+            late_sends=self.late_sends,
+            loop_lag_max_ms=self.loop_lag.max_ms() if lag else None,
+            loop_lag_p99_ms=self.loop_lag.percentile_ms(99.0) if lag else None,
         )
 
     def to_wire(self) -> dict[str, Any]:
         return {"histogram": self.histogram.encode(), "total_us": self.histogram.total_us, "errors": dict(self.errors),
                 "dropped": self.dropped,
-                "started": self.started, "ended": self.ended, "client_cpu_s": self.client_cpu_s}
+                "started": self.started, "ended": self.ended, "client_cpu_s": self.client_cpu_s,
+                "late_sends": self.late_sends, "loop_lag": self.loop_lag.encode() if self.loop_lag is not None else "",
+                "loop_lag_total_us": self.loop_lag.total_us if self.loop_lag is not None else 0}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Tally:
         return cls(LatencyHistogram.decode(data["histogram"], data.get("total_us", 0)), Counter(data["errors"]), data["dropped"],
-                   data["started"], data["ended"], data["client_cpu_s"])
+                   data["started"], data["ended"], data["client_cpu_s"], data.get("late_sends", 0),
+                   _lag_from_wire(data.get("loop_lag", ""), data.get("loop_lag_total_us", 0)))
+
+
+def _lag_from_wire(text: str, total_us: int) -> LatencyHistogram | None:
+    if not text:
+        return None
+    return LatencyHistogram.decode(text, total_us)
 
 
 @dataclass
@@ -157,6 +185,23 @@ class Stats:
     mean_ms: float | None = None
     max_ms: float | None = None
     client_cpu_us_per_request: float | None = None
+    client_cpu_s: float = 0.0  # the load generator's process CPU time (all its processes)
+    late_sends: int = 0  # sends more than LATE_SEND_S behind schedule (open loop), dropped ones included
+    loop_lag_max_ms: float | None = None  # the event loop's lag: a periodic timer's overshoot
+    loop_lag_p99_ms: float | None = None
+
+    @property
+    def client_cores(self) -> float | None:
+        """The load generator's CPU time per second of the span (1.0: one core busy throughout)."""
+        return self.client_cpu_s / self.duration_s if self.duration_s > 0 else None
+
+    def client_health(self) -> dict[str, Any]:
+        """The load generator's own health, with units in the names (JSON-ready)."""
+        cores = self.client_cores
+        return {"late_sends": self.late_sends, "loop_lag_max_ms": self.loop_lag_max_ms,
+                "loop_lag_p99_ms": self.loop_lag_p99_ms, "cpu_s": round(self.client_cpu_s, 4),
+                "cpu_cores": round(cores, 3) if cores is not None else None,
+                "cpu_us_per_request": self.client_cpu_us_per_request}
 
     @property
     def count_errors(self) -> int:
@@ -187,7 +232,8 @@ class Stats:
         return {"count_ok": self.count_ok, "errors": self.errors, "dropped": self.dropped,
                 "duration_s": round(self.duration_s, 3), "throughput_infer_s": round(self.throughput_infer_s, 2),
                 "success_rate": self.success_rate, "percentiles_ms": self.percentiles_ms, "mean_ms": self.mean_ms,
-                "max_ms": self.max_ms, "client_cpu_us_per_request": self.client_cpu_us_per_request}
+                "max_ms": self.max_ms, "client_cpu_us_per_request": self.client_cpu_us_per_request,
+                "client": self.client_health()}
 
 
 def merged(tallies: Iterable[Tally]) -> Tally:

@@ -177,7 +177,8 @@ def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: Sweep
     model, points = prof.model, curve.points
     best = capacity(points, prof.budget_p99_ms, limits.success_min)
     trusted = [p for p in points if p.trustworthy]
-    lower_bound = curve.search.capacity_is_lower_bound(points)
+    client_limited = best.client_limited if best else None  # load/client_health.py
+    lower_bound = curve.search.capacity_is_lower_bound(points) or client_limited is not None
     found = Capacity(model, max_throughput_within_slo_infer_s=float(best.throughput_infer_s) if best else 0.0,
                      p99_ms=float(best.p99_ms if best else trusted[0].p99_ms),
                      concurrency=int(best.concurrency if best else trusted[0].concurrency),
@@ -186,7 +187,10 @@ def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: Sweep
     check.measure("max throughput within SLO", round(found.max_throughput_within_slo_infer_s, 1),
                   "infer/s", model=model)
     check.measure("capacity is a lower bound", "yes" if lower_bound else "no", model=model)
-    if lower_bound:
+    if client_limited:
+        check.finding(f"{model}: capacity >= {found.max_throughput_within_slo_infer_s:.0f} infer/s, {client_limited}",
+                      severity="warning", model=model)
+    elif lower_bound:
         check.finding(f"{model}: capacity >= {found.max_throughput_within_slo_infer_s:.0f} infer/s: "
                       f"throughput still rose within SLO at the search's bound (concurrency {points[-1].concurrency}, "
                       "curve_search_max_concurrency)", severity="warning", model=model)

@@ -28,6 +28,11 @@ from .window_recorder import Recorder, Sighting, summarize
 
 DEFAULT_MAX_IN_FLIGHT = 1024
 DEFAULT_LATE_DROP_S = 0.05
+# An open-loop request sent this long after it was due counts as a late send (the load generator
+# fell behind its schedule); one dropped for lateness counts too. LAG_PERIOD_S: the period of the
+# timer whose overshoot is the event loop's lag (load/client_health.py).
+LATE_SEND_S = 0.005
+LAG_PERIOD_S = 0.01
 # Requests in flight when the traffic stops are left to finish (uncounted) for up to this long, or
 # the request timeout if shorter, before they are cancelled: cancelling a gRPC call while the server
 # answers it crashes tritonserver before 24.12 (SIGSEGV in pthread_mutex_lock; server issues #7368,
@@ -180,6 +185,7 @@ class Traffic:
             raise ValueError(f"mode must be closed or open, got {plan.mode!r}")
         workers = [asyncio.create_task(s) for s in senders]
         ticker = asyncio.create_task(self._ticker())
+        lag_probe = asyncio.create_task(self._lag_probe())
         try:
             if plan.duration_s is not None:
                 try:
@@ -199,7 +205,7 @@ class Traffic:
                     worker.cancel()
             await self._drain([*workers, *self._tasks])
             await self._end_open_sequences()
-            await asyncio.gather(*workers, ticker, return_exceptions=True)  # the ticker ends by itself
+            await asyncio.gather(*workers, ticker, lag_probe, return_exceptions=True)  # both end by themselves
             for index, begin, end, tallies in self.recorder.roll(ended):  # windows that ended meanwhile
                 await self._close_window(index, begin, end, tallies)
             await self.sender.close()
@@ -270,6 +276,15 @@ class Traffic:
                 self.timeline.tick(now)
             for index, begin, end, tallies in self.recorder.roll(now):
                 await self._close_window(index, begin, end, tallies)
+
+    async def _lag_probe(self) -> None:
+        """The event loop's lag: how late a timer of LAG_PERIOD_S fires (a loop busy with sends,
+        answers or a blocking call fires it late), recorded into the windows."""
+        while not self._stop.is_set():
+            asked = time.monotonic()
+            await asyncio.sleep(LAG_PERIOD_S)
+            now = time.monotonic()
+            self.recorder.lag(now, max(0.0, now - asked - LAG_PERIOD_S))
 
     async def _close_window(self, index: int, begin: float, end: float, tallies: dict[str, Tally]) -> None:
         stats, by_model = summarize(tallies, end - begin)
@@ -371,6 +386,8 @@ class Traffic:
                 await asyncio.sleep(due - now)
                 now = time.monotonic()
             while due <= now:
+                if now - due > LATE_SEND_S:
+                    self.recorder.late(pool.model, now)
                 if self._in_flight >= plan.max_in_flight or now - due > plan.late_drop_s:
                     self.recorder.drop(pool.model, now)
                 elif cursors is not None:  # the arrival is the next step of an idle live sequence

@@ -80,6 +80,19 @@ class Recorder:
             self.overall[model].drop()
             self.window[model].drop()
 
+    def late(self, model: str, now: float) -> None:
+        """A request sent (or dropped) behind its schedule: the load generator fell behind."""
+        if now >= self.measure_from:
+            self.overall[model].late_sends += 1
+            self.window[model].late_sends += 1
+
+    def lag(self, now: float, lag_s: float) -> None:
+        """One overshoot of the event loop's periodic timer, booked once (on the first model)."""
+        if now >= self.measure_from:
+            first = self.models[0]
+            self.overall[first].lag(lag_s)
+            self.window[first].lag(lag_s)
+
     def warmup_over(self, now: float) -> bool:
         if now < self.measure_from:
             return False

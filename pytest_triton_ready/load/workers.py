@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .background import new_loop
 from .senders import make_sender
 from .server_side import window_delta
 from .stats import Tally
@@ -101,7 +102,14 @@ def _worker_main(index: int, plan: TrafficPlan, transport: dict, start_at: float
                  result.timed_out, result.completed))
 
     try:
-        asyncio.run(run())
+        loop = new_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(run())
+        finally:  # what asyncio.run does on the way out
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
     except BaseException as exc:  # reported to the parent, which raises it
         out.put(("error", index, f"{type(exc).__name__}: {exc}"))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..load.client_health import guard_soak
 from ..recorder import CheckRecorder
 from ..report.model import Evidence, Result, Verdict
 from ..settings import Settings
@@ -45,7 +46,7 @@ def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window],
     if p99s:
         check.measure("window p99 lowest", round(min(p99s), 3), "ms")
         check.measure("window p99 highest", round(max(p99s), 3), "ms")
-    evaluation = evaluate(windows, plan.limits, plan.warmup_s)
+    evaluation = guard_soak(evaluate(windows, plan.limits, plan.warmup_s), windows, plan.limits)
     for outcome in evaluation.outcomes:
         if outcome.severity == "error":
             check.measure(outcome.name, outcome.value, outcome.unit, threshold=outcome.threshold,

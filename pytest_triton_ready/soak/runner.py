@@ -52,6 +52,8 @@ def window_from(engine_window: Any, reading: Reading, wall_time: float, new_note
         pending_requests=reading.pending_requests, host_memory_used_bytes=reading.host_memory_used_bytes,
         server_rss_bytes=reading.server_rss_bytes, gpu_memory_used_bytes=reading.gpu_memory_used_bytes,
         gpu_utilization=reading.gpu_utilization, runner_rss_bytes=reading.runner_rss_bytes, notes=new_notes,
+        late_sends=stats.late_sends, loop_lag_max_ms=_round(stats.loop_lag_max_ms),
+        loop_lag_p99_ms=_round(stats.loop_lag_p99_ms), runner_cpu_s=_round(stats.client_cpu_s),
     )
 
 

@@ -80,6 +80,8 @@ def soak_limits(settings) -> dict[str, ThresholdValue]:
             value = ThresholdValue(name, float(given), THRESHOLDS[name].unit, where + key)
         limits[name] = value
     limits["load_confidence"] = settings.threshold("load_confidence")  # the p99 drift's rank test
+    for name in ("client_lag_max_ms", "client_late_send_max"):  # the runner's own health (load/client_health.py)
+        limits[name] = settings.threshold(name)
     return limits
 
 

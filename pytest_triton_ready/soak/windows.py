@@ -45,6 +45,11 @@ class Window:
     gpu_memory_used_bytes: float | None = None  # summed over the server's GPUs
     gpu_utilization: float | None = None  # mean over GPUs, 0..1
     runner_rss_bytes: float | None = None
+    # The runner's own health (load/client_health.py): sends behind schedule, event-loop lag, CPU.
+    late_sends: int = 0
+    loop_lag_max_ms: float | None = None
+    loop_lag_p99_ms: float | None = None
+    runner_cpu_s: float | None = None
     notes: list[str] = field(default_factory=list)  # what could not be read in this window, and why
 
     @property
