@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                   "estimates", "launchers.*")),
     ("phases", ("health", "sequences", "serving", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "lint", "lint.*",
                 "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
-                "baseline.*", "soak", "soak.*")),
+                "baseline.*", "soak", "soak.*", "deployment", "deployment.*")),
     ("report", ("report", "report.*")),
     ("entry", ("plugin", "plugin_*", "cli")),
 ]
