@@ -24,7 +24,8 @@ NOT_PACKAGE_CODE = ("demo.*",)
 # (without the package prefix); it may import from its own layer and the ones below.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("<package>", "errors", "progress", "commands", "budget", "input_data", "llm_inputs", "prompts",
-                    "expectations", "pipelines", "addresses", "yamlschema", "thresholds", "redaction",
+                    "expectations", "pipelines", "addresses", "yamlschema",
+                    "deployment", "deployment.reading", "deployment.validation", "thresholds", "redaction",
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
                     "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),

@@ -1,0 +1,84 @@
+"""Reading rendered manifests (helm template / kustomize build output): the documents and the
+Triton container of each workload, found by its command/args (tritonserver) or image."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import TritonReadyError
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Pod")
+
+
+class DeploymentError(TritonReadyError, ValueError):
+    """A deployment file that cannot be read or is not valid: a usage error."""
+
+
+@dataclass(frozen=True)
+class Document:
+    path: Path
+    index: int
+    body: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.body.get("kind", ""))
+
+
+@dataclass(frozen=True)
+class TritonContainer:
+    """One Triton container, with where it was read and the pod spec around it."""
+
+    document: Document
+    pod_spec: dict[str, Any]
+    container: dict[str, Any]
+    field_prefix: str
+    args: list[str] = field(default_factory=list)
+
+
+def read_documents(path: Path) -> list[Document]:
+    """Every YAML document of a file, or of each *.yaml/*.yml file of a folder (sorted)."""
+    files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")) if path.is_dir() else [path]
+    if not files:
+        raise DeploymentError(f"{path}: no manifests (*.yaml) found")
+    documents = []
+    for file in files:
+        try:
+            bodies = list(yaml.safe_load_all(file.read_text()))
+        except (OSError, yaml.YAMLError) as error:
+            raise DeploymentError(f"{file}: cannot read: {error}".splitlines()[0]) from None
+        documents += [Document(file, index, body) for index, body in enumerate(bodies) if isinstance(body, dict)]
+    return documents
+
+
+def _pod_spec(document: Document) -> tuple[dict[str, Any], str] | None:
+    body = document.body
+    if document.kind == "Pod":
+        return body.get("spec") or {}, "spec"
+    if document.kind in WORKLOAD_KINDS:
+        return ((body.get("spec") or {}).get("template") or {}).get("spec") or {}, "spec.template.spec"
+    return None
+
+
+def _is_triton(container: dict[str, Any]) -> bool:
+    words = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
+    return any("tritonserver" in word for word in words) or "tritonserver" in str(container.get("image", ""))
+
+
+def triton_containers(documents: list[Document]) -> list[TritonContainer]:
+    """The Triton containers of every workload document."""
+    found = []
+    for document in documents:
+        spec = _pod_spec(document)
+        if spec is None:
+            continue
+        pod_spec, prefix = spec
+        for number, container in enumerate(pod_spec.get("containers") or []):
+            if _is_triton(container):
+                args = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
+                found.append(TritonContainer(document, pod_spec, container, f"{prefix}.containers[{number}]", args))
+    return found
