@@ -158,13 +158,20 @@ class BudgetGuard:
 
     def measure(self, model: str, **kwargs: Any) -> Any:
         run_budget, check_id = running_check()
-        if run_budget is not None and check_id:
-            load = (f"concurrency {kwargs['concurrency']}" if kwargs.get("concurrency") is not None
-                    else f"{kwargs.get('rate')} requests/s")
-            reason = run_budget.refusal(check_id, f"the measurement of {model} at {load} and what followed it")
-            if reason:
-                cut(reason)
+        load = (f"concurrency {kwargs['concurrency']}" if kwargs.get("concurrency") is not None
+                else f"{kwargs.get('rate')} requests/s")
+        guard_measurement(run_budget, check_id, model, load)
         return self._engine.measure(model, **kwargs)
+
+
+def guard_measurement(run_budget: RunBudget | None, check_id: str, model: str, load: str) -> None:
+    """A measurement of `model` at `load` that would start after `check_id`'s share of the run
+    budget is spent does not start: the check ends INCOMPLETE naming the budget (unary and
+    streamed measurements alike)."""
+    if run_budget is not None and check_id:
+        reason = run_budget.refusal(check_id, f"the measurement of {model} at {load} and what followed it")
+        if reason:
+            cut(reason)
 
 
 def guard_budget(engine: Any, settings: Any) -> Any:
@@ -173,4 +180,4 @@ def guard_budget(engine: Any, settings: Any) -> Any:
 
 
 __all__ = ["BudgetGuard", "Deadline", "LOAD_CHECKS", "READING_CHECK_S", "RunBudget", "UNBOUNDED", "activate", "current",
-           "cut", "guard_budget", "running_check"]
+           "cut", "guard_budget", "guard_measurement", "running_check"]

@@ -35,11 +35,16 @@ class ClientLimits:
 
     @classmethod
     def from_settings(cls, settings: Any) -> ClientLimits:
+        return cls.from_lookup(lambda name: settings.threshold(name))
+
+    @classmethod
+    def from_lookup(cls, lookup: Any) -> ClientLimits:
+        """The limits from `lookup(name)` -> ThresholdValue; a name it does not know keeps its default."""
         values = {}
         for field_name, threshold in (("lag_max_ms", "client_lag_max_ms"), ("late_send_max", "client_late_send_max"),
                                       ("cpu_saturation", "client_cpu_saturation")):
             try:
-                values[field_name] = float(settings.threshold(threshold).value)
+                values[field_name] = float(lookup(threshold).value)
             except (KeyError, AttributeError, TypeError):
                 pass
         return cls(**values)
@@ -94,7 +99,7 @@ def guard_soak(evaluation: Any, windows: Sequence[Any], limits: Any) -> Any:
     """A soak's Evaluation (soak/judge.py), its failed latency rule (p99 drift) not a failure where
     the client fell behind in a window: recorded for information, and the reason among the rules
     left undecided (the soak ends INCOMPLETE). `limits`: the soak's {name: ThresholdValue}."""
-    reason = fell_behind(windows, ClientLimits.from_settings(_Named(limits)))
+    reason = fell_behind(windows, ClientLimits.from_lookup(limits.__getitem__))
     if reason is None:
         return evaluation
     latency = [o for o in evaluation.outcomes if o.rule in SOAK_LATENCY_RULES and o.passed is False]
@@ -107,14 +112,6 @@ def guard_soak(evaluation: Any, windows: Sequence[Any], limits: Any) -> Any:
 
 
 SOAK_LATENCY_RULES = ("p99-drift",)
-
-
-class _Named:
-    def __init__(self, limits: Any) -> None:
-        self._limits = limits
-
-    def threshold(self, name: str) -> Any:
-        return self._limits[name]
 
 
 def saturated(stats: Any, workers: int, limits: ClientLimits) -> str | None:

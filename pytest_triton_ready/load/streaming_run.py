@@ -88,13 +88,9 @@ class StreamingRun:
         """Closed-loop or open-loop traffic (`kwargs` as StreamingLoad's) that stops at the first
         look where `rules` are decided, at the latest at `looks.longest_s`. After the check's share
         of the run budget is spent it does not start (INCOMPLETE naming the budget)."""
-        if self.run_budget is not None and self.check_id:
-            load = (f"{kwargs['concurrency']} streams" if kwargs.get("concurrency") is not None
-                    else f"{kwargs.get('rate')} requests/s")
-            reason = self.run_budget.refusal(self.check_id, f"the measurement of {plan.model} at {load} and what "
-                                                            "followed it")
-            if reason:
-                budget.cut(reason)
+        load = (f"{kwargs['concurrency']} streams" if kwargs.get("concurrency") is not None
+                else f"{kwargs.get('rate')} requests/s")
+        budget.guard_measurement(self.run_budget, self.check_id, plan.model, load)
         return self.load(plan, duration_s=looks.longest_s, looks_s=looks.times_s,
                          stop_when=lambda stats: looks.decided(rules, stats), **kwargs).run()
 
