@@ -47,7 +47,7 @@ def behind_at(windows: list[Window], index: int, late: int, lag_ms: float) -> li
 
 
 def test_a_slow_window_while_the_client_fell_behind_is_incomplete_not_a_failure():
-    windows = behind_at(recorded_windows(p99_ms=150.0, count=3, spread=0.05), 2, late=88, lag_ms=40.0)
+    windows = behind_at(recorded_windows(p99_ms=150.0, count=3, per_window=1600, spread=0.05), 2, late=88, lag_ms=40.0)
     engine = LoadEngine(None, "", "", settings=default_settings())
     measured = engine._guarded(measurement_from("m", traffic_result(windows), RULES, None, 300.0, "grpc",
                                                 judged=[P99_RULE, SUCCESS_RULE]))

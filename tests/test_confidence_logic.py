@@ -12,7 +12,9 @@ from pytest_triton_ready.load.confidence import (
     batch_means,
     estimate,
     order_statistic_interval,
+    proportion_interval,
     t_quantile,
+    trials_needed,
 )
 from pytest_triton_ready.load.curve import CurvePoint, capacity, drops_inside_noise, falls, shape_problems
 from pytest_triton_ready.load.decision import (
@@ -22,6 +24,7 @@ from pytest_triton_ready.load.decision import (
     Rule,
     decided_enough,
     judge_measurement,
+    judge_windows,
     relative_rule,
 )
 from pytest_triton_ready.load.engine import measurement_done, measurement_from
@@ -102,13 +105,13 @@ def test_a_threshold_inside_the_noise_ends_too_close_to_call_with_its_interval()
 
 
 def test_a_clear_pass_decides_on_the_first_valid_windows():
-    windows = recorded_windows(p99_ms=4.0, count=10, spread=0.3)  # mean latency spread 13.7%: unstable
-    assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 3  # 6 s: the validity minimum
+    windows = recorded_windows(p99_ms=4.0, count=10, per_window=1600, spread=0.3)  # mean latency spread 13.7%: unstable
+    assert stopping_point(windows, [P99_RULE, SUCCESS_RULE]) == 3  # 6 s: the validity minimum, 4,800 clean requests
     measured = measurement_from("m", traffic_result(windows[:3]), RULES, 4, None, "grpc", judged=[P99_RULE, SUCCESS_RULE])
     assert not measured.stable and measured.trustworthy and measured.problem() is None
     assert [j.outcome for j in measured.judgements] == [PASS, PASS]
     assert measured.judgement("p99 latency").margin == pytest.approx(96.0, abs=0.5)
-    assert measured.stats.count_ok == 1800  # every window reported, not the last three only by chance
+    assert measured.stats.count_ok == 4800  # every window reported, not the last three only by chance
 
 
 def test_a_clear_fail_decides_early_too():
@@ -157,12 +160,44 @@ def test_a_model_failing_every_request_fails_on_its_success_rate_whatever_the_va
 
 
 def test_a_few_errors_keep_the_success_rate_open_until_it_is_decided():
-    clean = recorded_windows(p99_ms=4.0, count=10)
+    clean = recorded_windows(p99_ms=4.0, count=10, per_window=1600)
     some = recorded_windows(p99_ms=4.0, count=10, errors=1, seed=3)
     many = recorded_windows(p99_ms=4.0, count=10, errors=60, seed=3)
-    assert judge_measurement([SUCCESS_RULE], clean[:3], RULES, "m")[0].outcome == PASS
+    assert judge_measurement([SUCCESS_RULE], clean[:3], RULES, "m")[0].outcome == PASS  # 4,800 clean requests
     assert judge_measurement([SUCCESS_RULE], many[:3], RULES, "m")[0].outcome == FAIL
-    assert judge_measurement([SUCCESS_RULE], some, RULES, "m")[0].outcome == FAIL  # 1 in 601 is 99.83%, every window
+    # 10 failures in 6,010 requests: 99.83%, but the exact interval [0.9969, 0.9992] holds 0.999
+    assert judge_measurement([SUCCESS_RULE], some, RULES, "m")[0].outcome == UNDECIDED
+    (ten,) = judge_windows([SUCCESS_RULE], some, 0.95, "m")
+    assert ten.outcome == UNDECIDED and ten.estimate.interval.contains(0.999)
+    assert (round(ten.estimate.interval.low, 4), round(ten.estimate.interval.high, 4)) == (0.9969, 0.9992)
+
+
+def test_windows_that_all_read_one_decide_no_success_rate_on_a_few_hundred_requests():
+    """0 failures in 200 requests show a rate >= 0.9817 at 95%, not >= 0.999: batch means of
+    windows that all read 1.0 gave the interval [1, 1] and passed."""
+    windows = recorded_windows(p99_ms=4.0, count=2, per_window=100)
+    (success,) = judge_windows([SUCCESS_RULE], windows, 0.95, "m")
+    assert success.outcome == UNDECIDED and success.value == 1.0
+    assert success.estimate.interval.low == pytest.approx(0.9817, abs=1e-4)
+    assert success.needed == trials_needed(0.999, 0.95) == 3688
+    assert success.describe().endswith("rule >= 0.999 ratio; 0.999 needs >= 3,688 clean requests at 95%, 200 measured")
+    assert success.to_dict()["trials_needed"] == 3688
+    looked = judge_measurement([SUCCESS_RULE], windows, RULES, "m")[0]  # one look of three: its level is 98.3%
+    assert looked.needs == "0.999 needs >= 3,688 clean requests at 95% (4,786 at this look's 98.3%), 200 measured"
+
+
+@pytest.mark.parametrize(("successes", "trials", "low", "high"), [
+    (200, 200, 0.981725, 1.0), (0, 50, 0.0, 0.071121), (6000, 6010, 0.996942, 0.999202)])
+def test_proportion_intervals_are_clopper_pearson(successes, trials, low, high):
+    interval = proportion_interval(successes, trials, 0.95)
+    assert (interval.low, interval.high) == (pytest.approx(low, abs=1e-6), pytest.approx(high, abs=1e-6))
+    assert proportion_interval(0, 0, 0.95) is None
+
+
+def test_trials_needed_is_the_first_count_whose_clean_interval_clears_the_minimum():
+    n = trials_needed(0.999, 0.95)
+    assert proportion_interval(n, n, 0.95).low >= 0.999 > proportion_interval(n - 1, n - 1, 0.95).low
+    assert trials_needed(1.0, 0.95) is None and trials_needed(0.0, 0.95) == 0
 
 
 # -- the curve: falls judged against the noise ----------------------------------------------------

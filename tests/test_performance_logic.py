@@ -85,7 +85,7 @@ class QuietHealth:
 
 def test_perf1_passes_a_model_far_inside_its_budget_and_publishes_its_target_load():
     check, facts = _check(), Facts()
-    undecided = benchmark(RecordedLoad({None: (4.0, 400)}), check, QuietHealth(), [_profile()], facts)
+    undecided = benchmark(RecordedLoad({None: (4.0, 1600)}), check, QuietHealth(), [_profile()], facts)
     assert undecided is None and not check.errors
     target = int(THRESHOLDS["perf_target_concurrency"].default)
     assert facts.get(TargetLoad, "m") == TargetLoad("m", concurrency=target)

@@ -34,7 +34,7 @@ class RecordedEngine(LoadEngine):
                  stop_on_dead_instance, judged):
         self.measured += 1
         self.warmups.append(rules.warmup_s)
-        return measurement_from(model, traffic_result(recorded_windows(5.0, 3)), rules, concurrency, rate, protocol,
+        return measurement_from(model, traffic_result(recorded_windows(5.0, 3, per_window=1600)), rules, concurrency, rate, protocol,
                                 judged=judged)
 
 

@@ -1,8 +1,13 @@
 """Confidence intervals for the statistics a check judges, computed from a measurement's windows.
 
-- Rates and means (throughput, success rate, average batch size): batch means. Each window is
-  one batch; the interval is the windows' mean +- t(level, n-1) x s / sqrt(n), with Student's t
-  for the few windows a measurement has.
+- Proportions (the success rate; any share of requests that failed or stuck): the exact binomial
+  (Clopper-Pearson) interval over the counts of all windows together, never batch means: windows
+  that all read 1.0 give no zero-width interval, and 0 failures in n requests show a rate of at
+  least (alpha / 2) ^ (1 / n) only (`trials_needed` turns that round: 3,688 clean requests for
+  0.999 at 95%).
+- Rates and means (throughput, average batch size): batch means. Each window is one batch; the
+  interval is the windows' mean +- t(level, n-1) x s / sqrt(n), with Student's t for the few
+  windows a measurement has.
 - Percentiles: the hull of two intervals. The order-statistic interval over the merged
   histogram (the ranks n*q +- z*sqrt(n*q*(1-q)), as MLPerf LoadGen's early stopping counts
   them) holds for independent samples; requests of one window are not independent under load
@@ -20,8 +25,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist, fmean, stdev
+from statistics import fmean, stdev
 from typing import Any
+
+from scipy import stats as scipy_stats
 
 from .stats import LatencyHistogram
 
@@ -57,46 +64,34 @@ def _fmt(value: float, digits: int) -> str:
 
 def normal_quantile(level: float) -> float:
     """z such that a standard normal lies within +-z with probability `level`."""
-    return NormalDist().inv_cdf(0.5 + level / 2)
-
-
-def t_cdf(x: float, df: int) -> float:
-    """Student's t distribution function for a whole number of degrees of freedom (Abramowitz and
-    Stegun 26.7.3 and 26.7.4: a finite series in cos and sin of atan(x / sqrt(df)))."""
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    theta = math.atan2(x, math.sqrt(df))
-    c, s = math.cos(theta), math.sin(theta)
-    if df % 2:  # odd
-        total, term = 0.0, c
-        if df > 1:
-            total = term
-            for k in range(3, df - 1, 2):
-                term *= c * c * (k - 1) / k
-                total += term
-        a = (2 / math.pi) * (theta + s * total) if df > 1 else (2 / math.pi) * theta
-    else:
-        total, term = 1.0, 1.0
-        for k in range(2, df - 1, 2):
-            term *= c * c * (k - 1) / k
-            total += term
-        a = s * total
-    return 0.5 + a / 2
+    return float(scipy_stats.norm.ppf(0.5 + level / 2))
 
 
 def t_quantile(level: float, df: int) -> float:
     """t such that Student's t with `df` degrees of freedom lies within +-t with probability `level`."""
-    target = 0.5 + level / 2
-    low, high = 0.0, 1.0
-    while t_cdf(high, df) < target:
-        high *= 2
-    for _ in range(100):
-        middle = (low + high) / 2
-        if t_cdf(middle, df) < target:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    return float(scipy_stats.t.ppf(0.5 + level / 2, df))
+
+
+def proportion_interval(successes: int, trials: int, level: float) -> Interval | None:
+    """The exact binomial (Clopper-Pearson) interval of a proportion: `successes` of `trials`
+    (None without a trial)."""
+    if trials < 1:
+        return None
+    ci = scipy_stats.binomtest(int(successes), int(trials)).proportion_ci(confidence_level=level, method="exact")
+    return Interval(float(ci.low), float(ci.high), level)
+
+
+def trials_needed(minimum: float, level: float) -> int | None:
+    """The fewest trials, none failing, whose exact interval at `level` lies wholly at or above
+    `minimum`: the smallest n with (alpha / 2) ^ (1 / n) >= minimum (None for a minimum of 1,
+    which no finite count shows, or of 0 or less, which needs none)."""
+    if minimum >= 1.0:
+        return None
+    if minimum <= 0.0:
+        return 0
+    return math.ceil(math.log((1 - level) / 2) / math.log(minimum))
 
 
 def batch_means(values: Sequence[float], level: float) -> Interval | None:
@@ -166,6 +161,7 @@ class Estimate:
     value: float | None
     interval: Interval | None
     windows: int
+    trials: int | None = None  # a proportion's trials (requests attempted), its interval's sample size
 
 
 def _merged_histogram(windows: Sequence[Any], model: str | None) -> LatencyHistogram | None:
@@ -191,9 +187,9 @@ def estimate(statistic: str, windows: Sequence[Any], level: float, model: str | 
                         clipped(batch_means(window_values(windows, model, lambda s: s.throughput_infer_s), level)), n)
     if statistic == "success rate":
         stats = _stats(windows, model)
-        attempted = sum(s.attempted for s in stats)
-        return Estimate(statistic, sum(s.count_ok for s in stats) / attempted if attempted else None,
-                        clipped(batch_means(window_values(windows, model, lambda s: s.success_rate), level), 1.0), n)
+        attempted, ok = sum(s.attempted for s in stats), sum(s.count_ok for s in stats)
+        return Estimate(statistic, ok / attempted if attempted else None, proportion_interval(ok, attempted, level), n,
+                        trials=attempted)
     if statistic == "average batch size":
         parts = [w.server.models.get(model) for w in windows if getattr(w, "server", None) is not None]
         parts = [p for p in parts if p is not None and p.execution_count]

@@ -194,8 +194,12 @@ class CapacitySearch:
         raise the capacity found so far by `min_gain`: once its throughput is decidedly below that,
         the point stops without deciding its p99 (it cannot be the capacity, and stays out of it).
         The p99 and the fall questions stop undecided where the window budget could not decide
-        them either (`stop_when_futile`)."""
+        them either (`stop_when_futile`). Of the success rate only a decided failure matters
+        (`failure_only`): deciding a minimum such as 0.999 takes thousands of clean requests
+        (load/confidence.py `trials_needed`), a question for PERF-1 at its target load, not for
+        every point of the curve."""
         rules = slo_rules(self.budget_p99_ms, self.success_min)
+        rules[1] = replace(rules[1], failure_only=True)
         best = capacity(points, self.budget_p99_ms, self.success_min)
         raises = None
         if best is not None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .confidence import Estimate, Interval, difference_interval, estimate, t_quantile
+from .confidence import Estimate, Interval, difference_interval, estimate, t_quantile, trials_needed
 from .stability import MeasureRules
 
 _COMPARE = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
@@ -67,6 +67,21 @@ class Judgement:
     interval: Interval | None  # the interval the decision used (of the value, or of value - threshold)
     moot: Judgement | None = None  # the `only_if` rule, decided failing: this one needs no decision
     futile: bool = False  # undecided, and the window budget would leave it undecided too (`futile`)
+    needed: int | None = None  # a proportion's minimum undecided: the clean trials that would decide it
+    needed_level: float | None = None  # the level `needed` is counted at (one look's)
+
+    @property
+    def needs(self) -> str:
+        """'0.999 needs >= 3,688 clean requests at 95% (4,786 at this look's 98.3%), 200 measured' for
+        an undecided minimum on a proportion; '' otherwise."""
+        if self.needed is None or self.outcome != UNDECIDED:
+            return ""
+        trials = f", {self.estimate.trials:,} measured" if self.estimate.trials is not None else ""
+        shown = self.estimate.interval.level if self.estimate.interval else None
+        at_shown = trials_needed(self.rule.threshold, shown) if shown is not None else None
+        look = f" ({self.needed:,} at this look's {self.needed_level:.1%})" if at_shown != self.needed else ""
+        at = f"{at_shown:,} clean requests at {shown:.0%}" if at_shown is not None else f"{self.needed:,} clean requests"
+        return f"{_num(self.rule.threshold)} needs >= {at}{look}{trials}"
 
     @property
     def decided(self) -> bool:
@@ -100,7 +115,8 @@ class Judgement:
             return f"{self.rule.name} not measured, rule {self.rule.describe()}"
         interval = self.estimate.interval
         shown = f", {interval.describe(self.rule.unit, 4)}" if interval is not None else ", no interval (too few windows)"
-        return f"{self.rule.name} {_num(self.value)}{unit}{shown}, rule {self.rule.describe()}"
+        needs = f"; {self.needs}" if self.needs else ""
+        return f"{self.rule.name} {_num(self.value)}{unit}{shown}, rule {self.rule.describe()}{needs}"
 
     def to_dict(self) -> dict[str, Any]:
         interval = self.estimate.interval
@@ -109,12 +125,26 @@ class Judgement:
                 "interval": interval.to_dict() if interval else None, "outcome": self.outcome,
                 "margin": self.margin, "windows": self.estimate.windows,
                 **({"moot": self.moot.describe()} if self.moot is not None else {}),
+                **({"trials": self.estimate.trials} if self.estimate.trials is not None else {}),
+                **({"trials_needed": self.needed} if self.needs else {}),
                 **({"futile": True} if self.futile else {})}
 
 
-def judge(rule: Rule, measured: Estimate) -> Judgement:
+def judge(rule: Rule, measured: Estimate, level: float | None = None) -> Judgement:
     """Decide `rule` on `measured`: pass when the whole interval meets the threshold, fail when
-    none of it does, too close to call otherwise (or without an interval)."""
+    none of it does, too close to call otherwise (or without an interval). A minimum on a
+    proportion left undecided carries the clean trials that would decide it at `level` (the
+    interval's own level when None)."""
+    judgement = _judge(rule, measured)
+    if judgement.outcome != UNDECIDED or measured.trials is None or rule.comparison not in (">=", ">"):
+        return judgement
+    level = level if level is not None else (measured.interval.level if measured.interval else None)
+    if level is None:
+        return judgement
+    return replace(judgement, needed=trials_needed(rule.threshold, level), needed_level=level)
+
+
+def _judge(rule: Rule, measured: Estimate) -> Judgement:
     if measured.value is None:
         return Judgement(rule, measured, UNMEASURED, None)
     if measured.interval is None:
@@ -158,7 +188,7 @@ def judge_windows(rules: Sequence[Rule], windows: Sequence[Any], level: float,
     the intervals are labelled with (the measurement's overall confidence, where `level` is one
     look's); `max_windows`: the window budget, for the rules that stop when futile."""
     def judged(rule: Rule) -> Judgement:
-        return judge(rule, _labelled(estimate(rule.statistic, windows, level, model), shown_level))
+        return judge(rule, _labelled(estimate(rule.statistic, windows, level, model), shown_level), level)
 
     out = []
     for rule in rules:
