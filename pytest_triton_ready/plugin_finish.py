@@ -1,16 +1,18 @@
 """The end of the run: the checks never reached recorded INCOMPLETE, readiness.json/.md/.html
 written, the exit code made the verdict's, the JUnit suite properties, the checklist table on the
-terminal and the verdict as the last line."""
+terminal and the verdict as the last line. A session that ran no check (`--collect-only`, a `-k`
+that selects nothing, a stop before the first check) leaves an existing report as it was."""
 
 from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
 from .gate import exit_code
-from .plugin_state import PHASE_OF_PREFIX, PLAN_ONLY_KEY, REPORT_ERROR_KEY, REPORT_FILES_KEY, RUN_KEY
+from .plugin_state import PHASE_OF_PREFIX, PLAN_ONLY_KEY, REPORT_ERROR_KEY, REPORT_FILES_KEY, REPORT_KEPT_KEY, RUN_KEY
 from .report.model import Result, Verdict
 from .run import Run, now_iso
 
@@ -26,6 +28,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.OK
         return
     _restore_sigterm(run)
+    if ran_nothing(run, collect_only=session.config.option.collectonly) and _has_report(run.settings.readiness_report):
+        session.config.stash[REPORT_KEPT_KEY] = str(run.settings.readiness_report)
+        return
     _record_unreached(run, session.exitstatus)
     run.finished_at = now_iso()
     from .report import write_reports
@@ -39,6 +44,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"could not write the report into {run.settings.readiness_report}: {type(exc).__name__}: {exc}")
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def ran_nothing(run: Run, collect_only: bool) -> bool:
+    """The session judged nothing: only listed the checks, or ran none of them, with no target or
+    collection error to report instead."""
+    return collect_only or not (run.results or run.target_error or run.collection_errors)
+
+
+def _has_report(directory) -> bool:
+    return (Path(directory) / "readiness.json").exists()
 
 
 def _restore_sigterm(run: Run) -> None:
@@ -106,6 +121,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     run = config.stash.get(RUN_KEY, None)
     if run is None or (not run.results and run.scope is None) or config.stash.get(PLAN_ONLY_KEY, False):
         return
+    kept = config.stash.get(REPORT_KEPT_KEY, None)
+    if kept:
+        terminalreporter.line(f"triton-ready: no check ran; the report in {kept} was left as it was")
+        return
     from .report.terminal import checklist_rows
 
     writer = terminalreporter
@@ -149,8 +168,8 @@ def _write_scope(writer, run: Run) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Repeat the verdict as the very last line of the run's output, after pytest's own summary."""
     writer = config.pluginmanager.get_plugin("terminalreporter")
-    if writer is not None and config.stash.get(RUN_KEY, None) is not None and not config.stash.get(PLAN_ONLY_KEY,
-                                                                                                      False):
+    if (writer is not None and config.stash.get(RUN_KEY, None) is not None and not config.stash.get(PLAN_ONLY_KEY, False)
+            and not config.stash.get(REPORT_KEPT_KEY, None)):
         _write_verdict(config, writer)
 
 

@@ -12,6 +12,7 @@ RUN_KEY = pytest.StashKey[Run]()
 RECORDER_KEY = pytest.StashKey[CheckRecorder]()
 REPORT_FILES_KEY = pytest.StashKey[dict]()
 REPORT_ERROR_KEY = pytest.StashKey[str]()
+REPORT_KEPT_KEY = pytest.StashKey[str]()  # the report directory left as it was: the session ran no check
 PLAN_ONLY_KEY = pytest.StashKey[bool]()
 
 PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", "OPS": "operations",

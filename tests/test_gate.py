@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_ready.gate import EXIT_CODES, Scope, ScopeItem, WaiverError, exit_code, parse_waivers
+from pytest_triton_ready.plugin_finish import ran_nothing
 from pytest_triton_ready.report.model import Result, Verdict
 from pytest_triton_ready.report.verdict import Gaps, overall_verdict, verdict_reason
+from pytest_triton_ready.run import Run
 
 TODAY = dt.date(2026, 11, 30)
 
@@ -215,6 +217,26 @@ def test_a_rerun_replaces_the_result_and_a_flaky_pass_is_not_ready(subprocess_ch
     result, report = _run(subprocess_checklist, "-p", "rerunfailures", "--reruns", "1", f"--triton-config={config}",
                           env={"FLAKY_FILE": str(flag)})
     assert (result.returncode, report["verdict"]) == (0, "READY"), result.stdout[-2000:]
+
+
+def test_a_session_that_runs_no_check_leaves_the_last_report_as_it_was(subprocess_checklist):
+    first, report = _run(subprocess_checklist)
+    assert report["verdict"] == "NOT READY", first.stdout[-2000:]
+    written = (subprocess_checklist.parent / "report" / "readiness.json").read_bytes()
+    listed, after = _run(subprocess_checklist, "--collect-only")
+    assert listed.returncode == 0 and after == report, listed.stdout[-2000:]
+    assert "no check ran; the report in" in listed.stdout and "triton-ready verdict" not in listed.stdout
+    nothing, after = _run(subprocess_checklist, "-k", "no_such_check")
+    assert after == report and (subprocess_checklist.parent / "report" / "readiness.json").read_bytes() == written
+    assert nothing.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, nothing.stdout[-2000:]
+
+
+def test_ran_nothing_is_a_listing_or_a_session_without_results_or_a_cause_to_report():
+    run = Run.__new__(Run)
+    run.results, run.target_error, run.collection_errors = [], None, []
+    assert ran_nothing(run, collect_only=False) and ran_nothing(run, collect_only=True)
+    run.target_error = "cannot reach Triton at http://127.0.0.1:1: connection refused"
+    assert not ran_nothing(run, collect_only=False)  # the report says why nothing ran
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
