@@ -487,3 +487,79 @@ def test_a_declared_command_that_failed_leaves_nothing_to_judge():
 
     assert recorded_and_judgeable(FakeFaults(), _recorder(), Outcome("x", "m")) is True
     assert recorded_and_judgeable(FakeFaults(), _recorder(), Outcome("x", "m", action_error="exit 1")) is False
+
+
+# -- server restarts that did not happen (a restart never observed never passes) ---------------------
+class RestartInjector(Injector):
+    """The fake injector for a whole-server restart; `http_url` is where the server answers."""
+
+    def __init__(self, traffic, http_url):
+        from types import SimpleNamespace
+
+        super().__init__(traffic)
+        self.target.endpoints = SimpleNamespace(http_url=http_url, grpc_url="127.0.0.1:9", metrics_url="http://127.0.0.1:9")
+        self.probe.reference = None
+        self.policy = SimpleNamespace(exit_timeout_s=1.0)
+
+    def new_client(self, timeout_s):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(close=lambda: None)
+
+    def kill_server(self):
+        self.signals.append("SIGKILL")  # a kill that did not take: nothing changes
+
+    def start_server(self):
+        self.signals.append("start")
+
+
+@pytest.fixture
+def answering_url():
+    """A real HTTP server answering 200 on every path, as a server the kill did not reach."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _no_op_restart(kind, injector):
+    from pytest_triton_ready.faults.crash_experiments import ServerRestart
+    from pytest_triton_ready.faults.declared import DeclaredFault
+    from pytest_triton_ready.faults.declared_experiments import DeclaredServerRestart
+
+    if kind == "launched":
+        experiment = ServerRestart(injector, "scale")
+    else:
+        experiment = DeclaredServerRestart(injector, "scale", DeclaredFault.model_validate({"action": {"run": "true"}}))
+    experiment.down_wait_s = 0.3
+    return experiment
+
+
+@pytest.mark.parametrize("kind", ["launched", "declared"])
+def test_a_server_restart_that_leaves_the_server_answering_is_incomplete_never_a_pass(kind, answering_url):
+    injector = RestartInjector(Traffic(), answering_url)
+    outcome = run_experiment(_no_op_restart(kind, injector))
+    assert outcome.down_s is None
+    assert outcome.incomplete.startswith("no restart was observed: the server's URL kept answering for 0.3 s after the ")
+    assert outcome.incomplete.endswith("so the time to recover was not measured")
+
+
+@pytest.mark.parametrize("kind", ["launched", "declared"])
+def test_a_server_restart_whose_server_stopped_answering_is_judged(kind):
+    injector = RestartInjector(Traffic(), "http://127.0.0.1:9")  # nothing listens: the server is down
+    outcome = run_experiment(_no_op_restart(kind, injector))
+    assert outcome.down_s is not None and outcome.incomplete is None

@@ -16,6 +16,8 @@ from .probes import Watcher, wait_until
 from .processes import still_running
 from .timeline import event_time, failed_between, recovered_at
 
+DOWN_WAIT_S = 10.0  # how long a crash may take to show as a server that stops answering
+
 
 class InstanceRestart(InjectorExperiment):
     name = "instance restart"
@@ -131,6 +133,9 @@ class ServerRestart(InjectorExperiment):
         if not self.cause():
             return
         outcome.kill_s = time.monotonic() - killed
+        # The watcher that times the recovery must not see the old server still answering.
+        down = wait_until(lambda: http_status(f"{http}/v2/health/live", 0.5) is None, self.down_wait_s, 0.02)
+        outcome.down_s = None if down is None else time.monotonic() - killed
         outcome.left_behind = still_running(self.before) if self.before else None
         ready_path = readiness_path(injector.target, self.model)
         watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live", 1.0) == 200,
@@ -149,6 +154,17 @@ class ServerRestart(InjectorExperiment):
         since = traffic.elapsed_s()
         wait_until(lambda: any(b.ok for b in traffic.timeline_so_far()[0] if b.t_s >= since),
                    plan.recovery_timeout_s, 0.1)
+
+    def exercised(self) -> str | None:
+        """The server went down: its URL stopped answering after the kill. A restart that never
+        happened would pass "time until the first correct inference" at once."""
+        if self.outcome.down_s is not None:
+            return None
+        return (f"no restart was observed: the server's URL kept answering for {self.down_wait_s:g} s after the "
+                f"{self.fault_label}, so the time to recover was not measured")
+
+    fault_label = "SIGKILL"
+    down_wait_s = DOWN_WAIT_S
 
     def cause(self) -> bool:
         """Crash the server; False when no fault was caused."""

@@ -120,6 +120,7 @@ class ServerRestartOutcome(Outcome):
     """The server SIGKILLed and started again by its launcher."""
 
     kill_s: float | None = None
+    down_s: float | None = None  # from the kill until the server's URL stopped answering; None: it never did
     left_behind: list[int] | None = None  # None: this launcher's processes cannot be seen from here
     live_s: float | None = None  # all from the SIGKILL
     ready_s: float | None = None
