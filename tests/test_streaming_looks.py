@@ -18,7 +18,7 @@ from pytest_triton_ready.load.streaming_confidence import slo_rules, streaming_e
 from pytest_triton_ready.load.streaming_looks import StreamingLooks
 from pytest_triton_ready.load.streaming_requests import StreamingPlan
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
-from pytest_triton_ready.load.streaming_target import TargetLoad, record_at_target
+from pytest_triton_ready.load.streaming_target import SINGLE_RESPONSE, TargetLoad, record_at_target
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 LOOKS = StreamingLooks(first_s=6.0, longest_s=20.0, window_s=2.0, confidence=0.95, min_requests=10)
@@ -132,6 +132,24 @@ def test_a_decided_measurement_records_where_it_stopped_and_leaves_no_reason():
     assert record_at_target(check, measured) == []
     assert not check.errors
     assert any("decided at the look after 6 s" in e.text for e in check.result.evidence)
+
+
+def test_a_stream_of_one_response_is_judged_on_ttft_and_success_and_its_itl_is_not_applicable():
+    """Triton's QA model async_execute_decouple answers each request with one response and the
+    final flag: no inter-token latency exists, and "not measured: ITL p99" made a healthy model
+    INCOMPLETE."""
+    stats = recorded_stream(tokens=1)
+    assert stats.single_response and stats.itl_ms["p99"] is None and not recorded_stream().single_response
+    slo = _slo(1000.0, tokens_per_s=10.0)
+    rules = [*slo_rules(slo), success_rule(0.999)]
+    measured = TargetLoad("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, 6.0)
+    check = _check()
+    assert record_at_target(check, measured) == [] and not check.errors
+    names = {m.name: m for m in check.result.measurements}
+    assert "TTFT p99" in names and not names.keys() & {"ITL p99", "ITL p50"}
+    assert names["output tokens/s"].threshold is None  # shown, not judged
+    assert [e.text for e in check.result.evidence if e.label == "m: ITL and output tokens/s"] == [SINGLE_RESPONSE]
+    assert SINGLE_RESPONSE.startswith("not applicable: every stream answered with one response")
 
 
 def _load_with_looks(stop_when, looks_s=(0.05, 0.1, 0.2)):

@@ -201,6 +201,13 @@ class StreamStats:
         return self.completed / self.attempted if self.attempted else None
 
     @property
+    def single_response(self) -> bool:
+        """Every request that succeeded got all its output in one response (Triton's QA model
+        async_execute_decouple answers so): no inter-token gap exists to measure."""
+        ok = [s for s in self.samples if s.ok]
+        return bool(ok) and all(s.first is None or s.last is None or s.last <= s.first for s in ok)
+
+    @property
     def min_user_tokens_per_s(self) -> float | None:
         return min(self.tokens_per_s_per_user.values()) if self.tokens_per_s_per_user else None
 

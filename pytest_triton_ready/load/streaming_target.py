@@ -1,6 +1,8 @@
 """PERF-1 for a decoupled model: its SLO at the target load (`streaming_concurrency` streams, closed
 loop), measured until TTFT p99, ITL p99, output tokens/s (where a minimum is set) and the success
-rate are decided (load/streaming_looks.py), and recorded on the check with their margins."""
+rate are decided (load/streaming_looks.py), and recorded on the check with their margins. A model
+whose every stream answers with one response has no inter-token latency: its ITL and tokens/s
+rules are not applicable, and TTFT, success and stuck requests decide."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from .streaming_confidence import slo_rules, success_rule
 from .streaming_looks import StreamingLooks
 from .streaming_stats import StreamStats
 
+SINGLE_RESPONSE = ("not applicable: every stream answered with one response, so no inter-token latency exists "
+                   "and tokens/s is the request rate; TTFT, the success rate and stuck requests are judged")
 TTFT_ADVICE = ("TTFT over budget: fewer requests per instance (more instances or a smaller concurrent_requests / "
                "max_num_seqs), a shorter prefill, or a budget that matches the model.")
 
@@ -70,11 +74,14 @@ def record_at_target(check: Any, measured: TargetLoad) -> list[str]:
         check, ttft, model=model, threshold=slo["ttft_p99_ms"],
         finding=f"{model}: TTFT p99 is {ttft.value} ms, the SLO is <= {slo['ttft_p99_ms'].value:g} ms "
                 f"({ttft.estimate.interval.describe('ms', 4) if ttft.estimate.interval else 'no interval'})")]
-    check.measure("ITL p50", stats.itl_ms["p50"], "ms", model=model)
-    reasons.append(record_judgement(check, judged["ITL p99"], model=model, threshold=slo["itl_p99_ms"]))
+    if stats.single_response:
+        check.evidence(f"{model}: ITL and output tokens/s", SINGLE_RESPONSE)
+    else:
+        check.measure("ITL p50", stats.itl_ms["p50"], "ms", model=model)
+        reasons.append(record_judgement(check, judged["ITL p99"], model=model, threshold=slo["itl_p99_ms"]))
     check.measure("request latency p50", stats.latency_ms["p50"], "ms", model=model)
     check.measure("request latency p99", stats.latency_ms["p99"], "ms", model=model)
-    if "output tokens/s" in judged:
+    if "output tokens/s" in judged and not stats.single_response:
         reasons.append(record_judgement(check, judged["output tokens/s"], model=model, digits=2,
                                         threshold=slo["min_output_tokens_per_s"]))
     else:
