@@ -3,6 +3,8 @@ early decisions, success before validity, and the curve's falls judged against t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from default_settings import default_settings
 from recorded_windows import recorded_windows, traffic_result
@@ -276,3 +278,17 @@ def test_past_the_rule_of_thumb_the_search_doubles_only_while_a_gain_is_confirme
     base = [_point(1, 1000, 20), _point(2, 1800, 20), _point(4, 2000, 20)]
     assert search_after([*base, _point(8, 2400, 20)]) == (16, None)  # +20%, intervals +-1%
     assert search_after([*base, _point(8, 2400, 500)]) == (None, PLATEAU)  # +20% inside +-25% noise
+
+
+def test_a_p99_of_too_few_requests_is_undecided_and_futile_only_where_the_budget_holds_too_few():
+    """150 requests bound no p99 from above (the order statistic it needs lies beyond the
+    largest): undecided whatever the budget, and the measurement goes on while its window budget
+    can reach the 477 requests a look at 98.3% needs."""
+    rule = replace(P99_RULE, threshold=1000.0, stop_when_futile=True)
+    sparse = recorded_windows(p99_ms=4.0, count=10, per_window=50)
+    (p99,) = judge_measurement([rule], sparse[:3], RULES, "m")
+    assert p99.outcome == UNDECIDED and p99.estimate.interval.high == float("inf") and not p99.futile
+    assert p99.needs == "p99 latency needs >= 368 requests at 95% (477 at this look's 98.3%), 150 measured"
+    assert judge_measurement([rule], sparse, RULES, "m")[0].outcome == PASS  # 500 requests
+    starved = recorded_windows(p99_ms=4.0, count=10, per_window=10)
+    assert judge_measurement([rule], starved[:3], RULES, "m")[0].futile  # 10 windows hold 100 < 477

@@ -9,12 +9,19 @@
   interval is the windows' mean +- t(level, n-1) x s / sqrt(n), with Student's t for the few
   windows a measurement has.
 - Percentiles: the hull of two intervals. The order-statistic interval over the merged
-  histogram (the ranks n*q +- z*sqrt(n*q*(1-q)), as MLPerf LoadGen's early stopping counts
-  them) holds for independent samples; requests of one window are not independent under load
-  (a stall slows many at once), so the batch-means interval of the windows' own percentiles
-  widens it where the windows disagree. Latency noise is multiplicative (a busy machine slows
-  every request by a factor), so those batch means are taken of the logarithms: the interval
-  is asymmetric and never below zero.
+  histogram (the exact binomial ranks around n*q, as MLPerf LoadGen's early stopping counts
+  them) holds for independent samples; where the upper rank lies beyond the largest sample
+  (fewer than about 300 samples for p99 at 95%) the interval is unbounded above: no sample
+  shows the percentile below any budget, and such a rule can fail but never pass; requests of one window are not independent under load
+  (a stall slows many at once), so the batch-means interval of batches' own percentiles
+  widens it where the batches disagree. A batch is consecutive windows merged until it holds
+  `samples_per_batch` samples (1 / (1 - q): 100 for p99). The largest of n samples lies on
+  average at the quantile n / (n + 1), so a window of five inter-token gaps has a "p99" at the
+  83rd percentile: batches that small dragged the interval's low end far below the percentile.
+  With fewer than two batches the order-statistic interval stands alone (a measurement that
+  short cannot show the dependence between its requests). Latency noise is multiplicative (a busy machine slows every request by a
+  factor), so those batch means are taken of the logarithms: the interval is asymmetric and
+  never below zero.
 
 An interval is None where it cannot be computed (fewer than two windows, nothing measured):
 a rule judged on it is undecided, never passed.
@@ -50,15 +57,23 @@ class Interval:
         return Interval(min(self.low, other.low), max(self.high, other.high), self.level)
 
     def describe(self, unit: str = "", digits: int = 3) -> str:
-        """'95% interval [94.1, 103.2] ms'."""
+        """'95% interval [94.1, 103.2] ms'; an unbounded end reads 'unbounded'."""
         return (f"{self.level:.0%} interval [{_fmt(self.low, digits)}, {_fmt(self.high, digits)}]"
                 + (f" {unit}" if unit else ""))
 
-    def to_dict(self) -> dict[str, float]:
-        return {"low": self.low, "high": self.high, "level": self.level}
+    def to_dict(self) -> dict[str, float | None]:
+        """The bounds, an unbounded one as None (JSON has no infinity)."""
+        return {"low": finite(self.low), "high": finite(self.high), "level": self.level}
+
+
+def finite(value: float | None) -> float | None:
+    """`value`, or None where it is missing or unbounded."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _fmt(value: float, digits: int) -> str:
+    if not math.isfinite(value):
+        return "unbounded"
     return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
 
 
@@ -105,27 +120,56 @@ def batch_means(values: Sequence[float], level: float) -> Interval | None:
 
 
 def order_statistic_interval(histogram: LatencyHistogram, percentile: float, level: float) -> Interval | None:
-    """The interval of a percentile (ms) from the ranks around n*q in the merged histogram."""
+    """The interval of a percentile (ms) between the order statistics of ranks l and u, the
+    exact binomial quantiles of Bin(n, q) at (1 - level) / 2 and (1 + level) / 2 (the rank
+    u + 1 counted from 1): unbounded above where u + 1 > n, 0 below where l < 1."""
     n = histogram.count
     if n < 2:
         return None
     q = percentile / 100.0
-    spread = normal_quantile(level) * math.sqrt(n * q * (1 - q))
-    low_rank = max(1, math.floor(n * q - spread))
-    high_rank = min(n, math.ceil(n * q + spread) + 1)
+    alpha = 1 - level
+    low_rank = int(scipy_stats.binom.ppf(alpha / 2, n, q))
+    high_rank = int(scipy_stats.binom.ppf(1 - alpha / 2, n, q)) + 1
     hist = histogram.hist
-    low = hist.get_value_at_percentile(100.0 * low_rank / n) / 1000.0
-    high = hist.get_value_at_percentile(100.0 * high_rank / n) / 1000.0
+    low = hist.get_value_at_percentile(100.0 * low_rank / n) / 1000.0 if low_rank >= 1 else 0.0
+    high = hist.get_value_at_percentile(100.0 * high_rank / n) / 1000.0 if high_rank <= n else math.inf
     return Interval(low, max(low, high), level)
 
 
-def percentile_interval(histogram: LatencyHistogram, window_values: Sequence[float | None], percentile: float,
+def samples_per_batch(percentile: float) -> int | None:
+    """The samples a batch holds before its own percentile widens an interval: 1 / (1 - q), the
+    fewest whose largest lies on average at the quantile (100 for p99, 2 for p50; None for p100)."""
+    q = percentile / 100.0
+    return math.ceil(1 / (1 - q) - 1e-9) if q < 1 else None
+
+
+def batched_percentiles(histograms: Sequence[LatencyHistogram], percentile: float) -> list[float]:
+    """Consecutive histograms merged into batches of at least `samples_per_batch` samples (the
+    remainder joins the last batch); each batch's percentile (ms)."""
+    need = samples_per_batch(percentile)
+    if need is None:
+        return []
+    batches, current = [], LatencyHistogram()
+    for histogram in histograms:
+        current.add(histogram)
+        if current.count >= need:
+            batches.append(current)
+            current = LatencyHistogram()
+    if current.count and batches:
+        batches[-1].add(current)
+    return [value for value in (b.percentile_ms(percentile) for b in batches) if value is not None]
+
+
+def percentile_interval(histogram: LatencyHistogram, windows: Sequence[LatencyHistogram], percentile: float,
                         level: float) -> Interval | None:
-    """Order-statistic interval over the merged histogram, widened by the windows' batch means."""
+    """Order-statistic interval over the merged histogram, widened by the batch means of the
+    windows batched to `samples_per_batch` (alone with fewer than two batches)."""
     ordered = order_statistic_interval(histogram, percentile, level)
-    logs = batch_means([math.log(v) for v in window_values if v is not None and v > 0], level)
-    if ordered is None or logs is None:
+    if ordered is None:
         return None
+    logs = batch_means([math.log(v) for v in batched_percentiles(windows, percentile) if v > 0], level)
+    if logs is None:
+        return ordered
     return ordered.hull(Interval(math.exp(logs.low), math.exp(logs.high), level))
 
 
@@ -164,16 +208,20 @@ class Estimate:
     trials: int | None = None  # a proportion's trials (requests attempted), its interval's sample size
 
 
-def _merged_histogram(windows: Sequence[Any], model: str | None) -> LatencyHistogram | None:
-    histogram = LatencyHistogram()
+def _window_histograms(windows: Sequence[Any], model: str | None) -> list[LatencyHistogram] | None:
+    """Each window's latency histogram of `model` (all models when None); None where a window
+    kept no histograms."""
+    out = []
     for window in windows:
         tallies = getattr(window, "tallies", None)
         if tallies is None:
             return None
+        histogram = LatencyHistogram()
         for name, tally in tallies.items():
             if model is None or name == model:
                 histogram.add(tally.histogram)
-    return histogram
+        out.append(histogram)
+    return out
 
 
 def estimate(statistic: str, windows: Sequence[Any], level: float, model: str | None = None) -> Estimate:
@@ -198,12 +246,14 @@ def estimate(statistic: str, windows: Sequence[Any], level: float, model: str | 
                         clipped(batch_means([p.average_batch_size for p in parts], level), low=1.0), len(parts))
     if statistic.startswith("p"):
         percentile = float(statistic[1:])
-        histogram = _merged_histogram(windows, model)
-        if histogram is None or not histogram.count:
+        per_window = _window_histograms(windows, model)
+        histogram = LatencyHistogram()
+        for part in per_window or ():
+            histogram.add(part)
+        if per_window is None or not histogram.count:
             return Estimate(statistic, None, None, n)
         return Estimate(statistic, histogram.percentile_ms(percentile),
-                        clipped(percentile_interval(histogram, window_values(windows, model, lambda s: s.p(statistic)),
-                                                     percentile, level)), n)
+                        clipped(percentile_interval(histogram, per_window, percentile, level)), n, trials=histogram.count)
     raise ValueError(f"unknown statistic {statistic!r}")
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..report.model import LoadPoint
-from .confidence import Estimate, Interval, difference_interval, estimate
+from .confidence import Estimate, Interval, difference_interval, estimate, finite
 from .decision import Rule, relative_rule, slo_rules
 
 
@@ -107,7 +107,7 @@ def _shown(measured: Estimate, level: float) -> Interval | None:
 
 
 def _rounded(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
+    return None if finite(value) is None else round(value, digits)
 
 
 def sweep_levels(max_batch_size: int, instances: int, cap: int = 0) -> list[int]:

@@ -67,21 +67,24 @@ class Judgement:
     interval: Interval | None  # the interval the decision used (of the value, or of value - threshold)
     moot: Judgement | None = None  # the `only_if` rule, decided failing: this one needs no decision
     futile: bool = False  # undecided, and the window budget would leave it undecided too (`futile`)
-    needed: int | None = None  # a proportion's minimum undecided: the clean trials that would decide it
+    needed: int | None = None  # undecided for want of samples: the count that could decide it
     needed_level: float | None = None  # the level `needed` is counted at (one look's)
 
     @property
     def needs(self) -> str:
-        """'0.999 needs >= 3,688 clean requests at 95% (4,786 at this look's 98.3%), 200 measured' for
-        an undecided minimum on a proportion; '' otherwise."""
-        if self.needed is None or self.outcome != UNDECIDED:
+        """What an undecided rule lacks in samples: '0.999 needs >= 3,688 clean requests at 95%
+        (4,786 at this look's 98.3%), 200 measured', 'p99 needs >= 368 requests at 95%, 200
+        measured'; '' otherwise."""
+        requirement = _requirement(self.rule)
+        if self.needed is None or self.outcome != UNDECIDED or requirement is None:
             return ""
+        share, noun, label = requirement
         trials = f", {self.estimate.trials:,} measured" if self.estimate.trials is not None else ""
         shown = self.estimate.interval.level if self.estimate.interval else None
-        at_shown = trials_needed(self.rule.threshold, shown) if shown is not None else None
+        at_shown = trials_needed(share, shown) if shown is not None else None
         look = f" ({self.needed:,} at this look's {self.needed_level:.1%})" if at_shown != self.needed else ""
-        at = f"{at_shown:,} clean requests at {shown:.0%}" if at_shown is not None else f"{self.needed:,} clean requests"
-        return f"{_num(self.rule.threshold)} needs >= {at}{look}{trials}"
+        at = f"{at_shown:,} {noun} at {shown:.0%}" if at_shown is not None else f"{self.needed:,} {noun}"
+        return f"{label} needs >= {at}{look}{trials}"
 
     @property
     def decided(self) -> bool:
@@ -132,16 +135,29 @@ class Judgement:
 
 def judge(rule: Rule, measured: Estimate, level: float | None = None) -> Judgement:
     """Decide `rule` on `measured`: pass when the whole interval meets the threshold, fail when
-    none of it does, too close to call otherwise (or without an interval). A minimum on a
-    proportion left undecided carries the clean trials that would decide it at `level` (the
-    interval's own level when None)."""
+    none of it does, too close to call otherwise (or without an interval). Undecided for want of
+    samples, it carries the count that could decide it at `level` (the interval's own level when
+    None): a minimum on a proportion, the clean trials that show it; a maximum on a percentile
+    whose interval is unbounded above, the samples whose largest bounds it."""
     judgement = _judge(rule, measured)
-    if judgement.outcome != UNDECIDED or measured.trials is None or rule.comparison not in (">=", ">"):
+    requirement = _requirement(rule)
+    if judgement.outcome != UNDECIDED or measured.trials is None or requirement is None or measured.interval is None:
         return judgement
-    level = level if level is not None else (measured.interval.level if measured.interval else None)
-    if level is None:
-        return judgement
-    return replace(judgement, needed=trials_needed(rule.threshold, level), needed_level=level)
+    if rule.comparison in ("<=", "<") and math.isfinite(measured.interval.high):
+        return judgement  # bounded: more samples narrow it, but no count is owed
+    level = level if level is not None else measured.interval.level
+    return replace(judgement, needed=trials_needed(requirement[0], level), needed_level=level)
+
+
+def _requirement(rule: Rule) -> tuple[float, str, str] | None:
+    """(the share to show, what is counted, how it reads) for a rule a sample count can decide:
+    a minimum on the success rate, a maximum on a percentile ('p99', 'ttft p99')."""
+    if rule.statistic == "success rate" and rule.comparison in (">=", ">"):
+        return rule.threshold, "clean requests", _num(rule.threshold)
+    name = rule.statistic.rsplit(" ", 1)[-1]
+    if rule.comparison in ("<=", "<") and name.startswith("p") and name[1:].replace(".", "", 1).isdigit():
+        return float(name[1:]) / 100.0, "requests", rule.name
+    return None
 
 
 def _judge(rule: Rule, measured: Estimate) -> Judgement:
@@ -168,9 +184,14 @@ def _judge(rule: Rule, measured: Estimate) -> Judgement:
 def futile(judgement: Judgement, windows: int, max_windows: int, level: float) -> bool:
     """An undecided judgement the window budget would not decide either: its interval narrowed as
     `max_windows` windows would narrow it (the half-widths times sqrt(n / N) and the ratio of
-    Student's t at N - 1 and n - 1 degrees of freedom) still holds the threshold."""
+    Student's t at N - 1 and n - 1 degrees of freedom) still holds the threshold. An interval
+    unbounded for want of samples is futile only where the budget's windows, at this rate, would
+    still hold fewer than the rule needs."""
     if judgement.outcome != UNDECIDED or judgement.interval is None or not 2 <= windows < max_windows:
         return False
+    if not math.isfinite(judgement.interval.high):  # bounded once enough samples: futile only if the budget holds too few
+        trials, needed = judgement.estimate.trials, judgement.needed
+        return trials is not None and needed is not None and trials * max_windows / windows < needed
     scale = math.sqrt(windows / max_windows) * t_quantile(level, max_windows - 1) / t_quantile(level, windows - 1)
     rule, used = judgement.rule, judgement.interval
     if rule.reference is not None and rule.reference.value is not None:

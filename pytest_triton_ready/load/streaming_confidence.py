@@ -118,9 +118,9 @@ def streaming_estimate(statistic: str, stats: Any, level: float, window_s: float
         merged.add(getattr(window, kind))
     if not merged.count:
         return Estimate(statistic, None, None, len(windows))
-    own = [getattr(w, kind).percentile_ms(percentile) for w in windows if getattr(w, kind).count]
     return Estimate(statistic, merged.percentile_ms(percentile),
-                    clipped(percentile_interval(merged, own, percentile, level)), len(windows))
+                    clipped(percentile_interval(merged, [getattr(w, kind) for w in windows], percentile, level)),
+                    len(windows), trials=merged.count)
 
 
 def ttft_rule(budget_ms: float) -> Rule:

@@ -12,7 +12,7 @@ from typing import Any
 from .. import progress
 from ..facts import StreamingCapacity
 from ..faults.stream_judges import report_stuck
-from .confidence import Estimate
+from .confidence import Estimate, finite
 from .decision import UNDECIDED
 from .streaming_confidence import success_rule, ttft_rule
 from .streaming_rules import CurvePoint, CurveVerdict, capacity_is_lower_bound, enough_valid, judge_curve
@@ -87,7 +87,8 @@ def interval_series(name: str, points: Sequence[CurvePoint], estimate_of: Any) -
         return {}
     level = f"{with_interval[0][1].interval.level:.0%}"
     return {f"{name} {level} interval low": [(c, round(e.interval.low, 4)) for c, e in with_interval],
-            f"{name} {level} interval high": [(c, round(e.interval.high, 4)) for c, e in with_interval]}
+            f"{name} {level} interval high": [(c, round(e.interval.high, 4)) for c, e in with_interval
+                                              if finite(e.interval.high) is not None]}
 
 
 def curve_charts(points: Sequence[CurvePoint], ttft_budget_ms: float) -> dict[str, dict[str, list]]:

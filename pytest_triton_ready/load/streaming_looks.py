@@ -76,7 +76,7 @@ class StreamingLooks:
             estimate = streaming_estimate(rule.statistic, stats, self.level, self.window_s)
             if estimate.interval is not None:
                 estimate = replace(estimate, interval=replace(estimate.interval, level=self.confidence))
-            judged.append(judge(rule, estimate))
+            judged.append(judge(rule, estimate, self.level))
         return judged
 
     def valid(self, stats: Any) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from .. import progress
 from ..facts import Capacity, Facts
 from ..pipelines import step_times
+from .confidence import finite
 from .curve import (
     KNEE_AND_CAPACITY,
     CapacitySearch,
@@ -217,6 +218,7 @@ def curve_charts(check: Any, model: str, prof: ModelProfile, points: Sequence[Cu
     if interval:
         level = f"{interval[0].p99_interval.level:.0%}"
         series[f"p99 {level} interval low"] = [(p.concurrency, round(p.p99_interval.low, 4)) for p in interval]
-        series[f"p99 {level} interval high"] = [(p.concurrency, round(p.p99_interval.high, 4)) for p in interval]
+        series[f"p99 {level} interval high"] = [(p.concurrency, round(p.p99_interval.high, 4)) for p in interval
+                                                 if finite(p.p99_interval.high) is not None]
     series[f"budget {prof.budget_p99_ms:g} ms"] = [(p.concurrency, prof.budget_p99_ms) for p in points]
     check.chart(f"{model}: latency vs concurrency", "concurrency (requests in flight)", "latency (ms)", series)
