@@ -209,7 +209,9 @@ def test_an_unjudged_leak_rule_without_evidence_is_incomplete_and_bad_evidence_s
 def test_no_soak_runs_when_it_is_off_or_has_no_model():
     from pytest_triton_ready.soak.conclusion import skipped_reason
 
-    assert skipped_reason(0, ["m"]) == "the soak is turned off (--triton-soak=0)"
+    assert skipped_reason(0, ["m"]) == ("the soak is turned off (--triton-soak=0) and no soak evidence "
+                                        "(--triton-soak-evidence) stands in for it")
+    assert skipped_reason(0, ["m"], "nightly/readiness.json") is None  # the evidence judges PERF-3
     assert skipped_reason(60, []) == "no READY model in scope to soak"
     assert skipped_reason(60, ["m"]) is None
 

@@ -4,57 +4,44 @@ A release gate cannot soak for the hours a leak needs; a nightly job can. `--tri
 (YAML `soak.evidence`) names that soak's readiness.json, its report directory, or its soak journal.
 The evidence is accepted only when all of these hold, each compared in this run:
 
-- the server version is this server's;
-- every model in scope has the same READY versions and the same effective config (a SHA-256 of the
-  live config the server serves), and the evidence covers no model this server lacks;
-- it is not older than `soak_evidence_max_age_h`, counted from the end of that soak;
+- its server identity (soak/identity.py) is this server's: the server version; every model the
+  server holds (decoupled and out-of-scope ones too) with the same READY versions, effective config
+  and a digest of every file (config and served versions) where the repository is readable here;
+  the same launcher, image and launch arguments where known; files or launch arguments that could
+  be read on one side only, or on neither, are a difference, never a silent match;
+- it soaked every model this run would soak at no less than this run's planned rate;
+- it finished no later than now (FUTURE_TOLERANCE_S of clock skew allowed) and is not older than
+  `soak_evidence_max_age_h`, counted from the end of that soak;
 - that soak ran at least `soak_leak_min_duration_s` (this run's value) and judged the leak rule;
 - its PERF-3 passed.
 
 Otherwise `judge` returns the differences, each naming what differs, and PERF-3 stays INCOMPLETE.
-The soak check records the identity it ran against (`server_identity`) in its Result and journal,
-so that its report can serve as evidence later.
+An identity of an older format (without file digests, launch and rates) is refused asking for a
+new soak. The soak check records the identity it ran against in its Result and journal, so that
+its report can serve as evidence later. With the soak turned off (`--triton-soak=0`), accepted
+evidence judges PERF-3 on its own (`judge_on_evidence`), this run's latency drift not claimed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import TritonReadyError
+from .identity import differences
 
 IDENTITY_LABEL = "soak server identity"
 EVIDENCE_LABEL = "soak evidence"
 LEAK_RULES = ("server-memory-leak", "host-memory-leak", "gpu-memory-leak")
 DURATION_RUN = "soak duration run"
+FUTURE_TOLERANCE_S = 60.0  # clock skew between the nightly's host and this one
 
 
 class EvidenceError(TritonReadyError, ValueError):
     """The evidence file cannot be read as a soak's record; the message names the file and why."""
-
-
-def config_digest(config: dict[str, Any]) -> str:
-    """SHA-256 of a model's effective config as the server serves it (keys sorted)."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def server_identity(client: Any, models: Iterable[str]) -> dict[str, Any]:
-    """What a soak ran against: server version, and per model its READY versions and config digest."""
-    ready: dict[str, set[str]] = {}
-    for entry in client.repository_index():
-        if entry.get("state") == "READY":
-            ready.setdefault(entry.get("name"), set()).add(str(entry.get("version", "")))
-    return {
-        "server_version": client.server_metadata().get("version"),
-        "models": {model: {"ready_versions": sorted(ready.get(model, set())),
-                           "config_sha256": config_digest(client.model_config(model))}
-                   for model in sorted(models)},
-    }
 
 
 @dataclass
@@ -151,26 +138,9 @@ def judge(evidence: SoakEvidence, current: dict[str, Any], *, max_age_h: float, 
     elif not evidence.leak_judged:
         problems.append("it did not judge the memory-leak rule")
     problems += _age(evidence.finished_at, max_age_h, now or dt.datetime.now(dt.timezone.utc))
-    identity = evidence.identity or {}
-    if not identity:
-        return problems + ["it records no server identity (server version, models, configs) to compare"]
-    if identity.get("server_version") != current.get("server_version"):
-        problems.append(f"server version {identity.get('server_version')} there, {current.get('server_version')} here")
-    then, here = identity.get("models") or {}, current.get("models") or {}
-    for model in sorted(set(then) | set(here)):
-        if model not in then:
-            problems.append(f"model {model}: not in the evidence")
-        elif model not in here:
-            problems.append(f"model {model}: in the evidence, not READY in scope here")
-        else:
-            if then[model].get("ready_versions") != here[model].get("ready_versions"):
-                problems.append(f"model {model}: READY versions {then[model].get('ready_versions')} there, "
-                                f"{here[model].get('ready_versions')} here")
-            if then[model].get("config_sha256") != here[model].get("config_sha256"):
-                problems.append(f"model {model}: its effective config differs (sha256 "
-                                f"{str(then[model].get('config_sha256'))[:12]} there, "
-                                f"{str(here[model].get('config_sha256'))[:12]} here)")
-    return problems
+    if not evidence.identity:
+        return problems + ["it records no server identity (server version, models, files, launch) to compare"]
+    return problems + differences(evidence.identity, current)
 
 
 def _age(finished_at: str | None, max_age_h: float, now: dt.datetime) -> list[str]:
@@ -183,6 +153,9 @@ def _age(finished_at: str | None, max_age_h: float, now: dt.datetime) -> list[st
     if finished.tzinfo is None:
         finished = finished.replace(tzinfo=dt.timezone.utc)
     age_h = (now - finished).total_seconds() / 3600
+    if age_h * 3600 < -FUTURE_TOLERANCE_S:
+        return [f"its finish time {finished_at} is {-age_h:.1f} h in the future (now {now.isoformat(timespec='seconds')}):"
+                " a clock that is wrong there or here, so its age is unknown"]
     if age_h > max_age_h:
         return [f"it is {age_h:.1f} h old, older than soak_evidence_max_age_h = {max_age_h:g} h"]
     return []
@@ -195,16 +168,46 @@ def stand_in(check: Any, path: str | Path | None, identity: dict[str, Any], limi
     and links the evidence."""
     if not path:
         return unjudged
+    evidence, refusal = _weigh(check, path, identity, limits)
+    if refusal:
+        return [*unjudged, refusal]
+    check.caveat(f"the memory-leak rule is judged by the soak evidence {evidence.path}")
+    return []
+
+
+def judge_on_evidence(check: Any, path: str | Path, identity: dict[str, Any], limits: dict[str, Any]) -> str | None:
+    """With this run's soak turned off, let the evidence at `path` judge PERF-3 as a whole: None
+    when it is accepted (judged and cited), else why it is refused."""
+    evidence, refusal = _weigh(check, path, identity, limits)
+    if refusal:
+        return f"the soak is turned off (--triton-soak=0) and {refusal}"
+    check.caveat(f"PERF-3 is judged by the soak evidence {evidence.path} alone: this run did not soak "
+                 "(--triton-soak=0), so this run's latency drift, success rate and pending requests under "
+                 "steady load are not claimed")
+    return None
+
+
+def _weigh(check: Any, path: str | Path, identity: dict[str, Any],
+           limits: dict[str, Any]) -> tuple[SoakEvidence | None, str | None]:
+    """The evidence and None once accepted (the judgement `soak-evidence` recorded), or why not."""
     try:
         evidence = load_evidence(path)
     except EvidenceError as exc:
-        return [*unjudged, str(exc)]
+        return None, str(exc)
     check.evidence(EVIDENCE_LABEL, evidence.describe())
     problems = judge(evidence, identity, max_age_h=limits["soak_evidence_max_age_h"].value,
                      leak_min_s=limits["soak_leak_min_duration_s"].value)
     if problems:
-        return [*unjudged, f"soak evidence {evidence.path} refused: " + "; ".join(problems)]
-    check.judge("soak-evidence", True, measured=f"this server's version, READY versions and config digests of "
-                f"{len(identity.get('models', {}))} models against {evidence.describe()}")
-    check.caveat(f"the memory-leak rule is judged by the soak evidence {evidence.path}")
-    return []
+        return evidence, f"soak evidence {evidence.path} refused: " + "; ".join(problems)
+    check.judge("soak-evidence", True, measured=f"this server's {_compared(identity)} against {evidence.describe()}")
+    return evidence, None
+
+
+def _compared(identity: dict[str, Any]) -> str:
+    models = identity.get("models") or {}
+    files = sum(len(m.get("files") or {}) for m in models.values())
+    launch = identity.get("launch") or {}
+    how = (f", launch arguments{' and image' if launch.get('image') else ''} ({launch.get('launcher')} server)"
+           if launch else "")
+    return (f"version, {len(models)} models' READY versions, configs and {files} file digests{how}, and the "
+            f"soak rates of {len(identity.get('soak_rates_infer_s') or {})} models")
