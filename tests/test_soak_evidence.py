@@ -33,7 +33,8 @@ def _report(tmp_path, *, verdict="pass", ran_s=900.0, finished="2026-11-30T12:00
     if leak_judged:
         judgements.append({"rule": "server-memory-leak", "passed": True})
     document = {"kind": "triton-readiness", "finished_at": finished, "results": [{
-        "check_id": "PERF-3", "verdict": verdict, "judgements": judgements,
+        "check_id": "PERF-3", "nodeid": "checks/test_soak.py::test_soak_stability", "verdict": verdict,
+        "judgements": judgements,
         "measurements": [{"name": "soak duration run", "value": ran_s, "unit": "s"}],
         "evidence": [{"label": "soak server identity", "text": json.dumps(identity)}]}]}
     path = tmp_path / "readiness.json"
@@ -88,7 +89,7 @@ def test_unreadable_evidence_is_one_line_naming_the_file(tmp_path):
     with pytest.raises(EvidenceError, match=r"bad.json: not a readiness.json nor a soak journal"):
         load_evidence(tmp_path / "bad.json")
     (tmp_path / "nosoak.json").write_text(json.dumps({"results": [{"check_id": "PERF-1"}]}))
-    with pytest.raises(EvidenceError, match="holds no PERF-3 soak that recorded the server it ran against"):
+    with pytest.raises(EvidenceError, match=r"holds no PERF-3 soak \(test_soak_stability\) that recorded the server"):
         load_evidence(tmp_path / "nosoak.json")
 
 
@@ -164,3 +165,52 @@ def test_evidence_standing_in_for_the_leak_rule_is_cited_once_accepted(tmp_path)
     assert stand_in(check, path, IDENTITY, limits, ["the memory-leak rule was not judged"]) == []
     assert check.result.reason == f"the memory-leak rule is judged by the soak evidence {path}"
     assert stand_in(check, None, IDENTITY, limits, ["unjudged"]) == ["unjudged"]
+
+
+STREAMS = {**IDENTITY, "soak_rates_infer_s": {}, "soak_streams": {"generate": 8}}
+
+
+def _both_soaks(tmp_path, *, stream_ran=(900.0, 620.0), streams=STREAMS):
+    """A nightly report holding the unary soak and a stream soak of two models (one run per model)."""
+    document = json.loads(_report(tmp_path, finished=dt.datetime.now(dt.timezone.utc).isoformat()).read_text())
+    document["results"].append({
+        "check_id": "PERF-3", "nodeid": "checks/test_streaming.py::test_streaming_soak_every_request_finishes",
+        "verdict": "pass", "judgements": [{"rule": "streaming-memory-leak", "passed": True}],
+        "measurements": [{"name": "soak duration run", "value": v, "unit": "s", "model": m}
+                         for v, m in zip(stream_ran, ("generate", "other"))],
+        "evidence": [{"label": "soak server identity", "text": json.dumps(streams)}]})
+    path = tmp_path / "nightly.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_the_stream_soak_takes_the_stream_soaks_record_and_its_shortest_run(tmp_path):
+    from pytest_triton_ready.soak.evidence import STREAM_SOAK
+
+    evidence = load_evidence(_both_soaks(tmp_path), STREAM_SOAK)
+    assert evidence.identity == STREAMS and evidence.ran_s == 620.0 and evidence.leak_judged
+    assert load_evidence(_both_soaks(tmp_path)).identity == IDENTITY  # the unary soak's own record
+    assert judge(evidence, STREAMS, max_age_h=168, leak_min_s=600) == []
+    assert judge(evidence, STREAMS, max_age_h=168, leak_min_s=700) == [
+        "it soaked 620 s, less than soak_leak_min_duration_s = 700 s"]
+    harder = {**STREAMS, "soak_streams": {"generate": 16}}
+    assert judge(evidence, harder, max_age_h=168, leak_min_s=600) == [
+        "model generate: soaked at 8 streams there, below this run's planned soak rate of 16 streams"]
+    with pytest.raises(EvidenceError, match=r"holds no PERF-3 soak \(test_streaming_soak_every_request_finishes\)"):
+        load_evidence(_report(tmp_path), STREAM_SOAK)
+
+
+def test_with_the_stream_soak_off_evidence_of_a_stream_soak_judges_perf3(tmp_path):
+    from pytest_triton_ready.load.streaming_soak import stream_soak_off
+
+    path = _both_soaks(tmp_path)
+    settings = build_settings({"triton_soak_evidence": str(path)}, {}, environ={},
+                              cli_thresholds=["soak_leak_min_duration_s=600"])
+    check = CheckRecorder(Result("PERF-3", "performance", "stream soak", "n"))
+    assert stream_soak_off(check, settings, STREAMS) is None
+    assert [j.rule for j in check.result.judgements] == ["soak-evidence"]
+    assert "this run did not soak (streaming_soak_s = 0)" in check.result.reason
+    assert "stuck streams under steady load are not claimed" in check.result.reason
+    unset = build_settings({}, {}, environ={})
+    assert stream_soak_off(CheckRecorder(Result("PERF-3", "performance", "s", "n")), unset, STREAMS) == (
+        "the stream soak is off (streaming_soak_s = 0) and no soak evidence (--triton-soak-evidence) stands in for it")

@@ -35,7 +35,9 @@ from .identity import differences
 
 IDENTITY_LABEL = "soak server identity"
 EVIDENCE_LABEL = "soak evidence"
-LEAK_RULES = ("server-memory-leak", "host-memory-leak", "gpu-memory-leak")
+LEAK_RULES = ("server-memory-leak", "host-memory-leak", "gpu-memory-leak", "streaming-memory-leak")
+UNARY_SOAK = "test_soak_stability"  # the two PERF-3 soaks a report can hold, by their check's name
+STREAM_SOAK = "test_streaming_soak_every_request_finishes"
 DURATION_RUN = "soak duration run"
 FUTURE_TOLERANCE_S = 60.0  # clock skew between the nightly's host and this one
 
@@ -62,8 +64,9 @@ class SoakEvidence:
                 f"server {version}, {len((self.identity or {}).get('models', {}))} models)")
 
 
-def load_evidence(path: str | Path) -> SoakEvidence:
-    """Read a readiness.json, a report directory holding one, or a soak journal."""
+def load_evidence(path: str | Path, soak: str = UNARY_SOAK) -> SoakEvidence:
+    """Read a readiness.json, a report directory holding one, or a soak journal (the unary soak's
+    only); `soak` names the PERF-3 check whose record is wanted (UNARY_SOAK or STREAM_SOAK)."""
     path = Path(path)
     if path.is_dir():
         path = path / "readiness.json"
@@ -72,6 +75,9 @@ def load_evidence(path: str | Path) -> SoakEvidence:
     from .journal import JournalError, is_journal
 
     if is_journal(path):
+        if soak != UNARY_SOAK:
+            raise EvidenceError(f"soak evidence {path}: a soak journal records the soak of {UNARY_SOAK}, not "
+                                f"{soak}; name the nightly's readiness.json")
         try:
             return _from_journal(path)
         except JournalError as exc:
@@ -83,10 +89,11 @@ def load_evidence(path: str | Path) -> SoakEvidence:
     if not isinstance(document, dict) or "results" not in document:
         raise EvidenceError(f"soak evidence {path}: not a readiness.json (no results) nor a soak journal")
     soaks = [r for r in document["results"] if r.get("check_id") == "PERF-3"
+             and str(r.get("nodeid", "")).split("::")[-1].split("[")[0] == soak
              and any(e.get("label") == IDENTITY_LABEL for e in r.get("evidence", []))]
     if not soaks:
-        raise EvidenceError(f"soak evidence {path}: its report holds no PERF-3 soak that recorded the server "
-                            f"it ran against ({IDENTITY_LABEL})")
+        raise EvidenceError(f"soak evidence {path}: its report holds no PERF-3 soak ({soak}) that recorded the "
+                            f"server it ran against ({IDENTITY_LABEL})")
     result = soaks[0]
     identity_text = next(e["text"] for e in result["evidence"] if e.get("label") == IDENTITY_LABEL)
     return SoakEvidence(path, _identity(identity_text, path), result.get("verdict", "?"),
@@ -117,8 +124,10 @@ def _identity(text: str, path: Path) -> dict[str, Any]:
 
 
 def _duration_run(measurements: list[dict[str, Any]]) -> float | None:
-    return next((float(m["value"]) for m in measurements if m.get("name") == DURATION_RUN
-                 and isinstance(m.get("value"), (int, float))), None)
+    """How long the soak ran: the shortest of its runs (a stream soak records one per model)."""
+    runs = [float(m["value"]) for m in measurements if m.get("name") == DURATION_RUN
+            and isinstance(m.get("value"), (int, float))]
+    return min(runs) if runs else None
 
 
 def _leak_judged(judgements: list[dict[str, Any]]) -> bool:
@@ -162,36 +171,37 @@ def _age(finished_at: str | None, max_age_h: float, now: dt.datetime) -> list[st
 
 
 def stand_in(check: Any, path: str | Path | None, identity: dict[str, Any], limits: dict[str, Any],
-             unjudged: list[str]) -> list[str]:
+             unjudged: list[str], soak: str = UNARY_SOAK) -> list[str]:
     """Let the soak evidence at `path` judge the leak rule this run's soak could not; returns what
     stays unjudged (empty when the evidence is accepted). Accepted or refused, the report names
     and links the evidence."""
     if not path:
         return unjudged
-    evidence, refusal = _weigh(check, path, identity, limits)
+    evidence, refusal = _weigh(check, path, identity, limits, soak)
     if refusal:
         return [*unjudged, refusal]
     check.caveat(f"the memory-leak rule is judged by the soak evidence {evidence.path}")
     return []
 
 
-def judge_on_evidence(check: Any, path: str | Path, identity: dict[str, Any], limits: dict[str, Any]) -> str | None:
-    """With this run's soak turned off, let the evidence at `path` judge PERF-3 as a whole: None
-    when it is accepted (judged and cited), else why it is refused."""
-    evidence, refusal = _weigh(check, path, identity, limits)
+def judge_on_evidence(check: Any, path: str | Path, identity: dict[str, Any], limits: dict[str, Any],
+                      soak: str = UNARY_SOAK, switch: str = "--triton-soak=0") -> str | None:
+    """With this run's soak turned off (by `switch`), let the evidence at `path` judge PERF-3 as a
+    whole: None when it is accepted (judged and cited), else why it is refused."""
+    evidence, refusal = _weigh(check, path, identity, limits, soak)
     if refusal:
-        return f"the soak is turned off (--triton-soak=0) and {refusal}"
+        return f"the soak is turned off ({switch}) and {refusal}"
     check.caveat(f"PERF-3 is judged by the soak evidence {evidence.path} alone: this run did not soak "
-                 "(--triton-soak=0), so this run's latency drift, success rate and pending requests under "
-                 "steady load are not claimed")
+                 f"({switch}), so this run's latency drift, success rate and "
+                 f"{'stuck streams' if soak == STREAM_SOAK else 'pending requests'} under steady load are not claimed")
     return None
 
 
-def _weigh(check: Any, path: str | Path, identity: dict[str, Any],
-           limits: dict[str, Any]) -> tuple[SoakEvidence | None, str | None]:
+def _weigh(check: Any, path: str | Path, identity: dict[str, Any], limits: dict[str, Any],
+           soak: str) -> tuple[SoakEvidence | None, str | None]:
     """The evidence and None once accepted (the judgement `soak-evidence` recorded), or why not."""
     try:
-        evidence = load_evidence(path)
+        evidence = load_evidence(path, soak)
     except EvidenceError as exc:
         return None, str(exc)
     check.evidence(EVIDENCE_LABEL, evidence.describe())
@@ -209,5 +219,6 @@ def _compared(identity: dict[str, Any]) -> str:
     launch = identity.get("launch") or {}
     how = (f", launch arguments{' and image' if launch.get('image') else ''} ({launch.get('launcher')} server)"
            if launch else "")
+    soaked = len(identity.get("soak_rates_infer_s") or {}) + len(identity.get("soak_streams") or {})
     return (f"version, {len(models)} models' READY versions, configs and {files} file digests{how}, and the "
-            f"soak rates of {len(identity.get('soak_rates_infer_s') or {})} models")
+            f"soak rates of {soaked} models")

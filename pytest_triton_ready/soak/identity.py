@@ -5,7 +5,9 @@ whatever the run's scope and decoupled ones included (the leak rule measures the
 each with its READY versions, the SHA-256 of its live config and a digest per file
 (soak/model_files.py) where the model repository is a directory on this host (a launched server,
 or `--triton-model-repository` given), else why its files were not read; how the server was
-started (launcher, image, arguments) where known; and the rate the soak offers each model.
+started (launcher, image, arguments) where known; and the rate the soak offers each model
+(`soak_rates_infer_s`, the unary soak) or the streams it holds open on each (`soak_streams`, the
+stream soak).
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ def config_digest(config: dict[str, Any]) -> str:
 
 
 def server_identity(client: Any, repository: Path | None, unread: str | None, launch: dict[str, Any] | None,
-                    rates: dict[str, float]) -> dict[str, Any]:
+                    rates: dict[str, float], streams: dict[str, int] | None = None) -> dict[str, Any]:
     """The identity of the server `client` talks to. `repository`: its model repository on this
-    host, or None with `unread` saying why not; `rates`: the soak's rate per model (infer/s)."""
+    host, or None with `unread` saying why not; `rates`: the soak's rate per model (infer/s);
+    `streams`: the stream soak's concurrent streams per model."""
     held: dict[str, set[str]] = {}
     for entry in client.repository_index():
         versions = held.setdefault(str(entry.get("name")), set())
@@ -43,17 +46,18 @@ def server_identity(client: Any, repository: Path | None, unread: str | None, la
             models[model]["config_sha256"] = config_digest(client.model_config(model))
             models[model] |= _files(repository, unread, model, versions)
     return {"identity_format": IDENTITY_FORMAT, "server_version": client.server_metadata().get("version"),
-            "models": models, "launch": launch, "soak_rates_infer_s": dict(rates)}
+            "models": models, "launch": launch, "soak_rates_infer_s": dict(rates), "soak_streams": dict(streams or {})}
 
 
-def identity_of(target: Any, settings: Any, rates: dict[str, float]) -> dict[str, Any]:
+def identity_of(target: Any, settings: Any, rates: dict[str, float],
+                streams: dict[str, int] | None = None) -> dict[str, Any]:
     """The identity of `target` (a Target), its launch arguments redacted as the report is."""
     launcher = target.launcher
     repository = launcher.model_repository or settings.triton_model_repository
     unread = None if repository else (f"the {launcher.name} server's model repository is not on this host "
                                       "(give --triton-model-repository=DIR where it is)")
     launch = settings.redactor().value(launcher.launch_identity)
-    return server_identity(target.client, Path(repository) if repository else None, unread, launch, rates)
+    return server_identity(target.client, Path(repository) if repository else None, unread, launch, rates, streams)
 
 
 def _files(repository: Path | None, unread: str | None, model: str, versions: set[str]) -> dict[str, Any]:
@@ -86,7 +90,8 @@ def differences(then: dict[str, Any], here: dict[str, Any]) -> list[str]:
             problems.append(f"model {model}: in the evidence, not held by this server")
         else:
             problems += [f"model {model}: {p}" for p in _model(models_then[model], models_here[model])]
-    return problems + _rates(then.get("soak_rates_infer_s") or {}, here.get("soak_rates_infer_s") or {})
+    return (problems + _rates(then.get("soak_rates_infer_s") or {}, here.get("soak_rates_infer_s") or {}, "infer/s")
+            + _rates(then.get("soak_streams") or {}, here.get("soak_streams") or {}, "streams"))
 
 
 def _launch(then: dict[str, Any] | None, here: dict[str, Any] | None) -> list[str]:
@@ -142,13 +147,14 @@ def _short(digest: str) -> str:
     return f"{kind}:{value[:12]}"
 
 
-def _rates(then: dict[str, float], here: dict[str, float]) -> list[str]:
+def _rates(then: dict[str, float], here: dict[str, float], unit: str) -> list[str]:
+    """Each model this run would soak that the evidence soaked less hard (or not at all)."""
     problems = []
     for model, planned in sorted(here.items()):
         soaked = then.get(model)
         if soaked is None:
-            problems.append(f"model {model}: not soaked there, this run plans {planned:g} infer/s")
+            problems.append(f"model {model}: not soaked there, this run plans {planned:g} {unit}")
         elif soaked < planned * (1 - RATE_TOLERANCE):
-            problems.append(f"model {model}: soaked at {soaked:g} infer/s there, below this run's planned "
-                            f"soak rate of {planned:g} infer/s")
+            problems.append(f"model {model}: soaked at {soaked:g} {unit} there, below this run's planned "
+                            f"soak rate of {planned:g} {unit}")
     return problems
