@@ -167,7 +167,7 @@ def test_evidence_standing_in_for_the_leak_rule_is_cited_once_accepted(tmp_path)
     assert stand_in(check, None, IDENTITY, limits, ["unjudged"]) == ["unjudged"]
 
 
-STREAMS = {**IDENTITY, "soak_rates_infer_s": {}, "soak_streams": {"generate": 8}}
+STREAMS = {**IDENTITY, "soak_rates_infer_s": {}, "soak_streams": {"generate": 8, "other": 8}}
 
 
 def _both_soaks(tmp_path, *, stream_ran=(900.0, 620.0), streams=STREAMS):
@@ -177,7 +177,7 @@ def _both_soaks(tmp_path, *, stream_ran=(900.0, 620.0), streams=STREAMS):
         "check_id": "PERF-3", "nodeid": "checks/test_streaming.py::test_streaming_soak_every_request_finishes",
         "verdict": "pass", "judgements": [{"rule": "streaming-memory-leak", "passed": True}],
         "measurements": [{"name": "soak duration run", "value": v, "unit": "s", "model": m}
-                         for v, m in zip(stream_ran, ("generate", "other"))],
+                         for v, m in zip(stream_ran, ("generate", "other"), strict=True)],
         "evidence": [{"label": "soak server identity", "text": json.dumps(streams)}]})
     path = tmp_path / "nightly.json"
     path.write_text(json.dumps(document))
@@ -193,7 +193,7 @@ def test_the_stream_soak_takes_the_stream_soaks_record_and_its_shortest_run(tmp_
     assert judge(evidence, STREAMS, max_age_h=168, leak_min_s=600) == []
     assert judge(evidence, STREAMS, max_age_h=168, leak_min_s=700) == [
         "it soaked 620 s, less than soak_leak_min_duration_s = 700 s"]
-    harder = {**STREAMS, "soak_streams": {"generate": 16}}
+    harder = {**STREAMS, "soak_streams": {"generate": 16, "other": 8}}
     assert judge(evidence, harder, max_age_h=168, leak_min_s=600) == [
         "model generate: soaked at 8 streams there, below this run's planned soak rate of 16 streams"]
     with pytest.raises(EvidenceError, match=r"holds no PERF-3 soak \(test_streaming_soak_every_request_finishes\)"):
