@@ -128,10 +128,13 @@ def test_files_that_cannot_be_read_are_a_difference_never_a_silent_match(reposit
     attached = server_identity(_Recorded(), None, unread, None, RATES)
     assert attached["models"]["scale"] == {"ready_versions": ["1"], "config_sha256": config_digest(CONFIGS["scale"]),
                                            "files": None, "files_unread": unread}
-    problems = differences(attached, attached)
-    assert f"model scale: its files cannot be compared: they were not read there ({unread})" in problems
+    assert differences(attached, attached) == [  # one line per reason, naming every model it concerns
+        f"models accumulate, cached_sum, generate, scale: its files cannot be compared: they were not read there "
+        f"({unread})"]
     launched = _identity(repository, launch=None)
-    assert differences(launched, attached)[0] == f"model accumulate: its files cannot be compared: they were not read here ({unread})"
+    assert differences(launched, attached) == [
+        f"models accumulate, cached_sum, generate, scale: its files cannot be compared: they were not read here "
+        f"({unread})"]
     shutil.rmtree(repository / "cached_sum" / "1")
     missing = _identity(repository, launch=None)["models"]["cached_sum"]
     assert missing["files"] is None and missing["files_unread"].endswith("no such directory (version 1 is READY)")

@@ -22,6 +22,7 @@ from .model_files import model_files
 IDENTITY_FORMAT = 2
 RATE_TOLERANCE = 1e-6  # relative: a rate read back from JSON is the same rate
 DIFFERENCES_SHOWN = 5  # file differences named per model; the rest are counted
+UNREAD = "its files cannot be compared: they were not read"
 
 
 def config_digest(config: dict[str, Any]) -> str:
@@ -83,13 +84,20 @@ def differences(then: dict[str, Any], here: dict[str, Any]) -> list[str]:
         problems.append(f"server version {then.get('server_version')} there, {here.get('server_version')} here")
     problems += _launch(then.get("launch"), here.get("launch"))
     models_then, models_here = then.get("models") or {}, here.get("models") or {}
+    unread: dict[str, list[str]] = {}  # one line per reason files were not read, naming its models
     for model in sorted(set(models_then) | set(models_here)):
         if model not in models_then:
             problems.append(f"model {model}: held by this server, not in the evidence")
         elif model not in models_here:
             problems.append(f"model {model}: in the evidence, not held by this server")
         else:
-            problems += [f"model {model}: {p}" for p in _model(models_then[model], models_here[model])]
+            for problem in _model(models_then[model], models_here[model]):
+                if problem.startswith(UNREAD):
+                    unread.setdefault(problem, []).append(model)
+                else:
+                    problems.append(f"model {model}: {problem}")
+    problems += [f"model{'s' if len(names) > 1 else ''} {', '.join(names)}: {problem}"
+                 for problem, names in unread.items()]
     return (problems + _rates(then.get("soak_rates_infer_s") or {}, here.get("soak_rates_infer_s") or {}, "infer/s")
             + _rates(then.get("soak_streams") or {}, here.get("soak_streams") or {}, "streams"))
 
@@ -127,7 +135,7 @@ def _model(then: dict[str, Any], here: dict[str, Any]) -> list[str]:
     files_then, files_here = then.get("files"), here.get("files")
     if files_then is None or files_here is None:
         side, why = ("there", then.get("files_unread")) if files_then is None else ("here", here.get("files_unread"))
-        return [*problems, f"its files cannot be compared: they were not read {side} ({why or 'no reason recorded'})"]
+        return [*problems, f"{UNREAD} {side} ({why or 'no reason recorded'})"]
     changed = []
     for path in sorted(set(files_then) | set(files_here)):
         if path not in files_then:
