@@ -14,7 +14,8 @@ from pytest_triton_ready.models import defer_to_streaming, ready_models
 from pytest_triton_ready.run import now_iso
 from pytest_triton_ready.soak import JournalError, PlanError, build_plan, journal_header
 from pytest_triton_ready.soak.conclusion import conclude, skipped_reason
-from pytest_triton_ready.soak.evidence import IDENTITY_LABEL, server_identity
+from pytest_triton_ready.soak.evidence import IDENTITY_LABEL, judge_on_evidence
+from pytest_triton_ready.soak.identity import identity_of
 from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
 from pytest_triton_ready.soak.status_line import ProgressLine
 
@@ -31,19 +32,25 @@ def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load,
     below its MB/hour limit; pending requests do not grow. A soak shorter than soak_leak_min_duration_s
     after warm-up, or one that could not read the server's memory at all, has not judged the leak
     rule and is INCOMPLETE (waivable), not a pass, unless --triton-soak-evidence names a nightly
-    soak of this very server (same version, READY versions and model configs) that judged it and
-    passed, no older than soak_evidence_max_age_h. Where every READY model in
+    soak of this very deployment (same version, every model's READY versions, configs and files,
+    launch arguments and image, at no less than this run's planned rate) that judged it and passed,
+    finished in the past and no older than soak_evidence_max_age_h. With --triton-soak=0 such
+    evidence judges PERF-3 alone (this run's latency drift not claimed). Where every READY model in
     scope is decoupled, NOT APPLICABLE: test_streaming_soak_every_request_finishes soaks their streams."""
     models = ready_models(triton)
     defer_to_streaming(check, triton, models)
-    if skipped := skipped_reason(triton_settings.triton_soak, models):
+    if skipped := skipped_reason(triton_settings.triton_soak, models, triton_settings.triton_soak_evidence):
         check.incomplete(skipped)
     try:
         plan = build_plan(triton_settings, models, triton_facts)
     except PlanError as exc:
         pytest.fail(f"triton-ready: {exc}", pytrace=False)
-    identity = server_identity(triton.client, models)
+    identity = identity_of(triton, triton_settings, plan.rates)
     check.evidence(IDENTITY_LABEL, json.dumps(identity, indent=1, sort_keys=True))
+    if not plan.duration_s:  # turned off: the evidence judges PERF-3, or it stays INCOMPLETE
+        if refused := judge_on_evidence(check, triton_settings.triton_soak_evidence, identity, plan.limits):
+            check.incomplete(refused)
+        return
     header = journal_header(check.result, plan, triton_run.context or triton_run.collect_context(), triton_settings,
                             now_iso()) | {"server_identity": identity}
     health = LoadHealth(triton, check, triton_facts, models)

@@ -18,6 +18,7 @@ A deployment without decoupled models gets NOT APPLICABLE for each.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -32,10 +33,17 @@ from pytest_triton_ready.load.streaming_answers import check_answers
 from pytest_triton_ready.load.streaming_curve import not_enough_valid, record_capacity, record_curve, sweep
 from pytest_triton_ready.load.streaming_rules import streaming_slo
 from pytest_triton_ready.load.streaming_run import StreamingRun
-from pytest_triton_ready.load.streaming_soak import record_soak, soak
+from pytest_triton_ready.load.streaming_soak import (
+    record_soak,
+    soak,
+    stream_evidence_stands_in,
+    stream_soak_identity,
+    stream_soak_off,
+)
 from pytest_triton_ready.load.streaming_target import measure_at_target, record_at_target
 from pytest_triton_ready.models import initial_state_of, instance_count
 from pytest_triton_ready.policy import policy, require_allowed
+from pytest_triton_ready.soak.evidence import IDENTITY_LABEL
 
 pytestmark = pytest.mark.usefixtures("triton")
 
@@ -145,14 +153,22 @@ def test_streaming_soak_every_request_finishes(streaming, check):
     tokens it got), nothing fails, and server memory (process tree RSS where the run owns the
     server, else the host's) does not grow by more than `streaming_memory_growth_max_mb`. A stream
     soak shorter than `soak_leak_min_duration_s`, or one that could not read server memory, has not
-    judged that leak rule and is INCOMPLETE (waivable), naming the duration it needs."""
+    judged that leak rule (on the span it ran, not the one planned) and is INCOMPLETE (waivable),
+    naming the duration it needs, unless --triton-soak-evidence names a nightly stream soak of this
+    very deployment that judged it and passed (as the unary soak's evidence, with its streams per
+    model no fewer than this run's); with streaming_soak_s = 0 such evidence judges PERF-3 alone."""
     models = streaming.models()
-    soak_s = streaming.n("streaming_soak_s")
+    soak_s, settings = streaming.n("streaming_soak_s"), streaming.triton.settings
+    identity = stream_soak_identity(streaming, models)
+    check.evidence(IDENTITY_LABEL, json.dumps(identity, indent=1, sort_keys=True))
     if soak_s <= 0:
-        check.incomplete("the stream soak is off (streaming_soak_s = 0)")
-    unjudged = [record_soak(check, soak(streaming, model, soak_s), soak_s) for model in models]
-    if any(unjudged) and not check.errors:
-        check.incomplete("; ".join(u for u in unjudged if u))
+        if refused := stream_soak_off(check, settings, identity):
+            check.incomplete(refused)
+        return
+    unjudged = [u for u in (record_soak(check, soak(streaming, model, soak_s), soak_s) for model in models) if u]
+    if unjudged and not check.errors:
+        if still := stream_evidence_stands_in(check, settings, identity, unjudged):
+            check.incomplete("; ".join(still))
 
 
 # -- PERF-4 -------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 
 from conftest import CHECKS, TEST_REPOSITORIES
 from pytest_triton_ready.facts import Capacity, Facts
+from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY
 from pytest_triton_ready.report import write_reports
 from pytest_triton_ready.report.soak_journal import journal_to_run
 from pytest_triton_ready.settings import build_settings
@@ -209,7 +211,9 @@ def test_an_unjudged_leak_rule_without_evidence_is_incomplete_and_bad_evidence_s
 def test_no_soak_runs_when_it_is_off_or_has_no_model():
     from pytest_triton_ready.soak.conclusion import skipped_reason
 
-    assert skipped_reason(0, ["m"]) == "the soak is turned off (--triton-soak=0)"
+    assert skipped_reason(0, ["m"]) == ("the soak is turned off (--triton-soak=0) and no soak evidence "
+                                        "(--triton-soak-evidence) stands in for it")
+    assert skipped_reason(0, ["m"], "nightly/readiness.json") is None  # the evidence judges PERF-3
     assert skipped_reason(60, []) == "no READY model in scope to soak"
     assert skipped_reason(60, ["m"]) is None
 
@@ -611,3 +615,40 @@ def test_a_short_soaks_report_stands_as_evidence_for_the_same_server_and_is_refu
     assert refused["verdict"] == "incomplete"
     assert f"soak evidence {other} refused: model cached_sum: its effective config differs" in refused["reason"]
     assert "scale" not in refused["reason"].split("refused:")[1]
+
+
+def test_with_the_soak_off_evidence_of_this_deployment_passes_perf3_and_a_changed_model_py_is_refused(
+        run_checklist, tmp_path):
+    """`--triton-soak=0` with a nightly soak of this very deployment passes PERF-3 on that evidence
+    alone, citing it; once scale's model.py changes under the same version and config, the same
+    evidence is refused naming the file. The identity covers every model the server holds."""
+    repository = tmp_path / "models"
+    shutil.copytree(DEMO_REPOSITORY, repository, ignore=shutil.ignore_patterns("__pycache__"))
+    common = ("--triton-launch=embedded", f"--triton-model-repository={repository}", "--triton-models=scale",
+              "--triton-threshold=soak_leak_min_duration_s=4",
+              _soak_config(tmp_path, window="1s", rate=20, p99_drift_min_ms=200))
+    nightly = run_checklist("test_soak.py", url=None, args=("--triton-soak=8s", *common))
+    soaked = nightly.result("test_soak_stability")
+    assert soaked["verdict"] == "pass", soaked["reason"]
+    identity = json.loads(next(e["text"] for e in soaked["evidence"] if e["label"] == "soak server identity"))
+    assert set(identity["models"]) == {"accumulate", "cached_sum", "scale"}  # the whole server, not the scope
+    assert set(identity["models"]["scale"]["files"]) == {"config.pbtxt", "1/model.py"}
+    assert identity["soak_rates_infer_s"] == {"scale": 20.0} and identity["launch"]["launcher"] == "embedded"
+    kept = tmp_path / "nightly.json"
+    kept.write_text((nightly.report_dir / "readiness.json").read_text())
+
+    release = run_checklist("test_soak.py", url=None, args=("--triton-soak=0", f"--triton-soak-evidence={kept}",
+                                                            *common)).result("test_soak_stability")
+    assert release["verdict"] == "pass", release["reason"]
+    assert [j["rule"] for j in release["judgements"]] == ["soak-evidence"]
+    assert release["reason"].startswith(f"PERF-3 is judged by the soak evidence {kept} alone")
+    assert "latency drift" in release["reason"] and "not claimed" in release["reason"]
+
+    with open(repository / "scale" / "1" / "model.py", "a") as handle:
+        handle.write("# another model.py under the same version number\n")
+    refused = run_checklist("test_soak.py", url=None, args=("--triton-soak=0", f"--triton-soak-evidence={kept}",
+                                                            *common)).result("test_soak_stability")
+    assert refused["verdict"] == "incomplete"
+    differences = refused["reason"].split(f"soak evidence {kept} refused: ", 1)[1]
+    assert differences.startswith("model scale: file 1/model.py changed (digest sha256:"), refused["reason"]
+    assert ";" not in differences  # nothing else differs: same config, versions, launch and rate

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
+from pytest_triton_ready.thresholds import THRESHOLDS
 
 REPOSITORY = Path(__file__).resolve().parent / "repositories" / "streaming"
 QUICK = ("--triton-threshold=streaming_duration_s=2", "--triton-threshold=streaming_soak_s=4",
@@ -298,3 +299,27 @@ def test_deployment_without_decoupled_models_is_not_applicable(run_checklist):
     for name in ("test_streaming_answers_end_with_final_flag", "test_streaming_slo_at_target_load"):
         result = run.result(name)
         assert result["verdict"] == "not_applicable" and "no READY decoupled" in result["reason"]
+
+
+def test_a_stream_soaks_report_judges_perf3_with_the_stream_soak_off(run_checklist, tmp_path):
+    """A stream soak long enough to judge the leak (the leak-judging duration set to 3 s so that the
+    test runs in seconds) stands as evidence for a run of the same deployment with the stream soak
+    off: PERF-3 passes on it, citing it; the unary soak's evidence is not taken for it."""
+    common = (*_own_server("generate", "--triton-threshold=soak_leak_min_duration_s=3"), "-k", "soak")
+    nightly = run_checklist("test_streaming.py", url=None, args=common)
+    soaked = nightly.result("test_streaming_soak_every_request_finishes")
+    assert soaked["verdict"] == "pass", soaked["reason"]
+    assert [m["value"] >= 4 for m in soaked["measurements"] if m["name"] == "soak duration run"] == [True]
+    identity = json.loads(next(e["text"] for e in soaked["evidence"] if e["label"] == "soak server identity"))
+    assert identity["soak_streams"] == {"generate": THRESHOLDS["streaming_concurrency"].default}
+    assert "generate" in identity["models"]
+    kept = tmp_path / "nightly.json"
+    kept.write_text((nightly.report_dir / "readiness.json").read_text())
+
+    release = run_checklist("test_streaming.py", url=None, args=(
+        *common, "--triton-threshold=streaming_soak_s=0", f"--triton-soak-evidence={kept}"))
+    result = release.result("test_streaming_soak_every_request_finishes")
+    assert result["verdict"] == "pass", result["reason"]
+    assert [j["rule"] for j in result["judgements"]] == ["soak-evidence"]
+    assert result["reason"].startswith(f"PERF-3 is judged by the soak evidence {kept} alone: this run did not soak "
+                                       "(streaming_soak_s = 0)")

@@ -79,22 +79,32 @@ def test_no_point_decided_within_the_slo_while_one_is_too_close_to_call_is_undec
     assert not check.errors
 
 
-def _soak(memory):
-    return StreamSoak("m", "server process tree RSS", recorded_stream(), memory)
+def _soak(memory, ran_s=None):
+    return StreamSoak("m", "server process tree RSS", recorded_stream(), memory, ran_s=ran_s)
 
 
 def test_memory_growth_is_judged_only_on_a_soak_long_enough_to_tell_a_leak_from_warm_up():
     growing = [(t, 1000.0 + 10 * t) for t in range(2, 62)]  # 600 MB over a minute
     long_soak = _check()
     leak_min = long_soak.threshold("soak_leak_min_duration_s").value
-    assert record_memory(long_soak, _soak(growing), soak_s=leak_min) is None
+    assert record_memory(long_soak, _soak(growing, ran_s=leak_min), soak_s=leak_min) is None
     assert [f.message for f in long_soak.errors] and long_soak.result.measurements[-1].passed is False
     short = _check()
     reason = record_memory(short, _soak(growing), soak_s=4.0)
-    assert "was not judged: a stream soak of 4 s" in reason and not short.errors
+    assert "was not judged: a stream soak that ran 61 s, and telling" in reason and not short.errors
     assert [f.severity for f in short.result.findings] == ["warning"]
     unread = _check()
     assert "server memory could not be read" in record_memory(unread, _soak([(2, 1.0)]), soak_s=leak_min)
+
+
+def test_a_stream_soak_cut_short_is_judged_on_the_span_it_ran_not_the_planned_one():
+    growing = [(t, 1000.0 + 10 * t) for t in range(2, 62)]  # the load ended after a minute
+    check = _check()
+    leak_min = check.threshold("soak_leak_min_duration_s").value
+    reason = record_memory(check, _soak(growing, ran_s=61.0), soak_s=leak_min)
+    assert reason.startswith(f"m: the memory-leak rule (streaming_memory_growth_max_mb) was not judged: a stream "
+                             f"soak that ran 61 s of the planned {leak_min:g} s")
+    assert not check.errors and not check.result.judgements
 
 
 SCRAPE = """# TYPE nv_inference_request_success counter

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import TritonReadyError
 
@@ -84,6 +84,9 @@ class Launcher(Protocol):
     `model_repository` is the repository the server serves, as a directory on this host (None
     where it is not known here, e.g. attached). `memory_usage` is the container's memory (bytes,
     None) or (None, why) where the launcher cannot read one (capabilities.can_read_container_memory).
+    `launch_identity` is how the server was started, which soak evidence compares: the launcher's
+    name, the image (None where none) and tritonserver's arguments (`stable_arguments`); None where
+    it is not known here (attached).
     """
 
     name: str
@@ -93,6 +96,9 @@ class Launcher(Protocol):
 
     @property
     def model_repository(self) -> Path | None: ...
+
+    @property
+    def launch_identity(self) -> dict[str, Any] | None: ...
 
     @property
     def endpoints(self) -> Endpoints: ...
@@ -128,6 +134,28 @@ class Launcher(Protocol):
 
 
 RESPONSE_CACHE_BYTES = 16 * 1024 * 1024
+# Left out of a launch identity: the ports change from run to run, the repository's content is
+# digested model by model (soak/model_files.py), and the backend and cache directories are where
+# this installation keeps tritonserver, whose version is compared on its own.
+PER_RUN_FLAGS = ("--http-port", "--grpc-port", "--metrics-port", "--model-repository", "--backend-directory",
+                 "--cache-directory")
+
+
+def stable_arguments(argv: list[str] | tuple[str, ...]) -> list[str]:
+    """tritonserver's command line as two launches of the same deployment share it: the program by
+    its name, without the PER_RUN_FLAGS (`--flag=value` or `--flag value`)."""
+    kept: list[str] = []
+    skip_value = False
+    for index, arg in enumerate(argv):
+        if skip_value:
+            skip_value = False
+        elif index == 0:
+            kept.append(Path(arg).name)
+        elif arg in PER_RUN_FLAGS:
+            skip_value = True
+        elif arg.split("=", 1)[0] not in PER_RUN_FLAGS:
+            kept.append(arg)
+    return kept
 
 
 def serving_flags(exit_timeout_s: int = 30) -> list[str]:

@@ -16,6 +16,7 @@ class AttachLauncher:
     exit_timeout_s = 30.0  # Triton's default; the attached server's own setting is not known here
     pid = None
     model_repository = None  # the attached server's repository is not on this host
+    launch_identity = None  # how it was started is not known here
 
     def __init__(self, settings: Settings) -> None:
         http = settings.triton_url

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported
+from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported, stable_arguments
 from .container_processes import LIST_PROCESSES_SCRIPT, parse_process_list, select_stubs
 from .container_spec import CONTAINER_REPOSITORY, GRPC_PORT, HTTP_PORT, METRICS_PORT, container_spec
 from .docker_engine import binding_address, container_memory, docker_failure, engine_address, short_error
@@ -63,6 +63,10 @@ class ContainerLauncher:
     def model_repository(self) -> Path:
         """The repository on this host, mounted read-only into the container."""
         return self.spec.model_repository
+
+    @property
+    def launch_identity(self) -> dict[str, object]:
+        return {"launcher": self.name, "image": self.spec.image, "arguments": stable_arguments(self.spec.command)}
 
     # -- where it answers -------------------------------------------------------------------
     @property

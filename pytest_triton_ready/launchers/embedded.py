@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import Endpoints, LauncherCapabilities, LaunchError, serving_flags
+from . import Endpoints, LauncherCapabilities, LaunchError, serving_flags, stable_arguments
 from .process import StubProcess, end_group, free_port, last_error_line, local_stubs, log_tail, process_tree, spawn
 from .settle import failed_models, settled
 
@@ -79,6 +79,10 @@ class EmbeddedLauncher:
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
+
+    @property
+    def launch_identity(self) -> dict[str, object]:
+        return {"launcher": self.name, "image": None, "arguments": stable_arguments(self.command())}
 
     def command(self) -> list[str]:
         root = pytriton_root() / "tritonserver"

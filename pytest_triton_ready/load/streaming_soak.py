@@ -1,8 +1,9 @@
 """PERF-3 for a decoupled model: a soak of streams (`streaming_soak_s` at `streaming_concurrency`)
 during which server memory is read every second (the process tree's RSS where the run owns the
 server, else the host's `nv_cpu_memory_used_bytes`), and its record: stuck and failed requests,
-and memory growth judged by a least-squares fit only on a soak long enough to tell a leak from
-warm-up (`soak_leak_min_duration_s`)."""
+and memory growth judged by a least-squares fit only on a soak that ran long enough to tell a leak
+from warm-up (`soak_leak_min_duration_s`): the span it actually ran, not the one planned, since a
+load that ends early (a server gone, a broken stream) leaves a shorter record."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..faults.stream_judges import report_stuck
 from .streaming_rules import fitted_growth
 from .streaming_stats import StreamStats
 
+LEAK_RULE = "streaming-memory-leak"
 SAMPLE_EVERY_S = 1.0
 MEMORY_FROM_S = 1.5  # the first samples show the load starting, not the server's memory
 STUCK_ADVICE = ("A stream without its final response holds a client forever: make sure the model sends "
@@ -60,14 +62,22 @@ class StreamSoak:
     stats: StreamStats
     memory: list[tuple[float, float]] = field(default_factory=list)
     tokens: list[tuple[float, float]] = field(default_factory=list)
+    ran_s: float | None = None  # how long the load ran after warm-up; None: the last memory sample's time
+
+    @property
+    def span_s(self) -> float:
+        """The span the soak ran for: `ran_s`, else the time of its last memory sample."""
+        if self.ran_s is not None:
+            return self.ran_s
+        return self.memory[-1][0] if self.memory else 0.0
 
 
 def soak(streaming: Any, model: str, soak_s: float) -> StreamSoak:
     """Streams at `streaming_concurrency` for `soak_s`, memory and tokens sampled every second."""
     concurrency = int(streaming.n("streaming_concurrency"))
     read_memory, source = memory_reader(streaming.triton)
-    load = streaming.load(streaming.plan(model), concurrency=concurrency, duration_s=soak_s,
-                          warmup_s=streaming.warmup_s(model))
+    warmup_s = streaming.warmup_s(model)
+    load = streaming.load(streaming.plan(model), concurrency=concurrency, duration_s=soak_s, warmup_s=warmup_s)
     memory: list[tuple[float, float]] = []
     tokens: list[tuple[float, float]] = []
     started, last_tokens = time.monotonic(), 0
@@ -83,13 +93,15 @@ def soak(streaming: Any, model: str, soak_s: float) -> StreamSoak:
         last_tokens = total
         progress.status(f"{model}: stream soak {now:.0f} of {soak_s:g} s, {concurrency} streams, {total} tokens"
                         + (f", memory {memory[-1][1]:.0f} MB" if memory else ""))
-    return StreamSoak(model, source, load.wait().stats, memory, tokens)
+    ran_s = round(max(0.0, time.monotonic() - started - warmup_s), 1)  # measured after warm-up
+    return StreamSoak(model, source, load.wait().stats, memory, tokens, ran_s)
 
 
 def record_soak(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
     """Record the soak on `check`; returns why its leak rule was not judged (None: it was)."""
     model, stats = soaked.model, soaked.stats
     check.setting("soak duration", round(soak_s, 1), "s", model=model, source="streaming_soak_s")
+    check.measure("soak duration run", round(soaked.span_s, 1), "s", model=model)
     check.measure("requests completed", stats.completed, "requests", model=model)
     check.measure("output tokens/s", round(stats.output_tokens_per_s, 2), "tokens/s", model=model)
     check.measure("TTFT p99", stats.ttft_ms["p99"], "ms", model=model)
@@ -111,22 +123,56 @@ def record_soak(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
 
 def record_memory(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
     """Memory growth over the soak, judged against `streaming_memory_growth_max_mb` only on a soak
-    of at least `soak_leak_min_duration_s`; returns why it was not judged (None: it was)."""
+    that ran (`soaked.span_s`) at least `soak_leak_min_duration_s`; returns why it was not judged
+    (None: it was)."""
     model, memory = soaked.model, soaked.memory
     if len(memory) < 3:
         return (f"{model}: server memory could not be read during the stream soak, so the memory-leak "
                 "rule (streaming_memory_growth_max_mb) was not judged")
     growth_max = check.threshold("streaming_memory_growth_max_mb")
     leak_min = check.threshold("soak_leak_min_duration_s").value
-    growth, judged = fitted_growth(memory), soak_s >= leak_min
+    ran_s = soaked.span_s
+    growth, judged = fitted_growth(memory), ran_s >= leak_min
     check.measure(f"memory growth ({soaked.source})", round(growth, 1), "MB", model=model,
-                  threshold=growth_max if judged else None)
+                  threshold=growth_max if judged else None, rule=LEAK_RULE)
     check.chart(f"{model}: memory during the stream soak", "time (s)", "MB", {soaked.source: memory})
     if judged:
         return None
     if growth > growth_max.value:
-        check.finding(f"{model}: memory grew {growth:.0f} MB over a {soak_s:g} s stream soak; a soak shorter than "
+        check.finding(f"{model}: memory grew {growth:.0f} MB over a {ran_s:g} s stream soak; a soak shorter than "
                       f"{leak_min:g} s cannot tell a leak from warm-up", severity="warning", model=model)
+    ran = f"{ran_s:g} s" if ran_s >= soak_s else f"{ran_s:g} s of the planned {soak_s:g} s"
     return (f"{model}: the memory-leak rule (streaming_memory_growth_max_mb) was not judged: a "
-            f"stream soak of {soak_s:g} s, and telling a leak from warm-up needs "
-            f"soak_leak_min_duration_s = {leak_min:g} s (streaming_soak_s = {leak_min:g} or longer)")
+            f"stream soak that ran {ran}, and telling a leak from warm-up needs "
+            f"soak_leak_min_duration_s = {leak_min:g} s (streaming_soak_s = {leak_min:g} or longer, or "
+            "--triton-soak-evidence=PATH of a nightly soak)")
+
+
+def stream_soak_identity(streaming: Any, models: list[str]) -> dict[str, Any]:
+    """The server identity the stream soak runs against (soak/identity.py), with its streams per model."""
+    from ..soak.identity import identity_of
+
+    concurrency = int(streaming.n("streaming_concurrency"))
+    return identity_of(streaming.triton, streaming.triton.settings, {}, {m: concurrency for m in models})
+
+
+def stream_soak_off(check: Any, settings: Any, identity: dict[str, Any]) -> str | None:
+    """With the stream soak off, why PERF-3 is INCOMPLETE; None where soak evidence of a stream soak
+    of this deployment judged it (soak/evidence.py)."""
+    from ..soak import soak_limits
+    from ..soak.evidence import STREAM_SOAK, judge_on_evidence
+
+    if not settings.triton_soak_evidence:
+        return ("the stream soak is off (streaming_soak_s = 0) and no soak evidence (--triton-soak-evidence) "
+                "stands in for it")
+    return judge_on_evidence(check, settings.triton_soak_evidence, identity, soak_limits(settings), STREAM_SOAK,
+                             "streaming_soak_s = 0")
+
+
+def stream_evidence_stands_in(check: Any, settings: Any, identity: dict[str, Any], unjudged: list[str]) -> list[str]:
+    """What stays unjudged once soak evidence of a stream soak of this deployment (if given) judged
+    the leak rule this soak could not."""
+    from ..soak import soak_limits
+    from ..soak.evidence import STREAM_SOAK, stand_in
+
+    return stand_in(check, settings.triton_soak_evidence, identity, soak_limits(settings), unjudged, STREAM_SOAK)

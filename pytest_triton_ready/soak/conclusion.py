@@ -15,10 +15,12 @@ from .runner import SoakOutcome
 from .schedule import SoakPlan
 
 
-def skipped_reason(soak_s: float, models: list[str]) -> str | None:
-    """Why no soak runs at all (INCOMPLETE), or None."""
-    if not soak_s:
-        return "the soak is turned off (--triton-soak=0)"
+def skipped_reason(soak_s: float, models: list[str], evidence_path: Any = None) -> str | None:
+    """Why PERF-3 cannot be judged at all (INCOMPLETE), or None: a soak turned off without soak
+    evidence to judge it on (`judge_on_evidence`), or no model to soak."""
+    if not soak_s and not evidence_path:
+        return ("the soak is turned off (--triton-soak=0) and no soak evidence (--triton-soak-evidence) "
+                "stands in for it")
     if not models:
         return "no READY model in scope to soak"
     return None
