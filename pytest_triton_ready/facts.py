@@ -75,6 +75,8 @@ class Capacity(Fact):
     instances: int
     slo_p99_ms: float | None = None
     lower_bound: bool = False  # the sweep stopped at its bound while throughput still rose
+    throughput_low_infer_s: float | None = None  # the low end of the capacity's confidence interval
+    level: float | None = None  # that interval's confidence
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,22 @@ def test_limits_come_from_the_yaml_soak_section_unless_thresholds_override(tmp_p
     assert plan.rate_sources["b"] == "yaml soak.rate"
 
 
+def test_the_soak_rate_is_a_fraction_of_the_capacitys_lower_bound_so_runs_inside_its_noise_soak_alike():
+    """Two runs whose PERF-2 capacities differ by 30% inside their intervals (7,470 and 11,154
+    infer/s, both with a 95% low end near 7,000) soaked at 0.5 x the value: at different loads."""
+    settings = build_settings({"triton_soak": "1m"}, {}, environ={})
+    rates = []
+    for value, low in ((7470.0, 7010.0), (11154.0, 7050.0)):
+        facts = Facts()
+        facts.publish(Capacity("m", max_throughput_within_slo_infer_s=value, p99_ms=10.0, concurrency=16, instances=1,
+                               throughput_low_infer_s=low, level=0.95))
+        plan = build_plan(settings, ["m"], facts)
+        rates.append(plan.rates["m"])
+        assert plan.rate_sources["m"].startswith(f"0.5 x {low:.1f} infer/s, the low end of the 95% interval of the "
+                                                 "highest throughput within SLO that PERF-2 measured in this run")
+    assert rates == [3505.0, 3525.0]
+
+
 def test_default_plan_states_its_conservative_rate():
     plan = build_plan(build_settings({}, {}, environ={}), ["m"], Facts())
     assert plan.duration_s == 60 and plan.window_s == 3 and plan.rates == {"m": 10.0}

@@ -183,7 +183,9 @@ def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: Sweep
     found = Capacity(model, max_throughput_within_slo_infer_s=float(best.throughput_infer_s) if best else 0.0,
                      p99_ms=float(best.p99_ms if best else trusted[0].p99_ms),
                      concurrency=int(best.concurrency if best else trusted[0].concurrency),
-                     instances=int(prof.instances), slo_p99_ms=prof.slo_p99_ms, lower_bound=lower_bound)
+                     instances=int(prof.instances), slo_p99_ms=prof.slo_p99_ms, lower_bound=lower_bound,
+                     throughput_low_infer_s=best.throughput_interval.low if best and best.throughput_interval else None,
+                     level=best.throughput_interval.level if best and best.throughput_interval else None)
     facts.publish(found)
     check.measure("max throughput within SLO", round(found.max_throughput_within_slo_infer_s, 1),
                   "infer/s", model=model)

@@ -114,17 +114,19 @@ def build_plan(settings, models: list[str], facts: Facts) -> SoakPlan:
     default_rate = settings.threshold("soak_default_rate_infer_s")
     for model in models:
         pinned = section.rates.get(model)
-        measured = capacity[model].max_throughput_within_slo_infer_s if model in capacity else None
+        found = capacity.get(model)
+        measured = found.max_throughput_within_slo_infer_s if found else None
         if pinned is not None:
             rates[model], sources[model] = float(pinned), f"yaml soak.rates.{model}"
         elif measured:
             # PERF-2 measured each model alone; soaked together they share the server, so the
-            # fraction of capacity is split between them.
+            # fraction of capacity is split between them. The low end of the capacity's interval,
+            # not its value: runs whose capacities differ inside their noise soak at about one rate.
+            base, of = _capacity_base(found)
             sharing = len(models)
-            rates[model] = float(measured) * fraction.value / sharing
+            rates[model] = base * fraction.value / sharing
             shared = f" / {sharing} models soaked together" if sharing > 1 else ""
-            sources[model] = (f"{fraction.value:g} x {float(measured):.1f} infer/s{shared}, from the highest "
-                              f"throughput within SLO that PERF-2 measured in this run (soak_rate_fraction from "
+            sources[model] = (f"{fraction.value:g} x {base:.1f} infer/s{shared}, {of} (soak_rate_fraction from "
                               f"{fraction.source})")
         elif section.rate is not None:
             rates[model], sources[model] = float(section.rate), "yaml soak.rate"
@@ -148,3 +150,14 @@ def _seconds(section: SoakSection, key: str, where: str) -> float | None:
         return parse_duration(getattr(section, key))
     except ValueError as exc:
         raise PlanError(f"soak.{key} in {where}: {exc}") from None
+
+
+def _capacity_base(found: Capacity) -> tuple[float, str]:
+    """The throughput a soak's rate is a fraction of, and where it came from: the low end of
+    PERF-2's capacity interval where it has one, else its value."""
+    value = float(found.max_throughput_within_slo_infer_s)
+    low = found.throughput_low_infer_s
+    if low is not None and 0 < low <= value:
+        return float(low), (f"the low end of the {found.level or 0.95:.0%} interval of the highest throughput within SLO "
+                            f"that PERF-2 measured in this run ({value:.1f} infer/s)")
+    return value, "the highest throughput within SLO that PERF-2 measured in this run (no interval)"
