@@ -22,9 +22,12 @@ from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
 from pytest_triton_ready.thresholds import THRESHOLDS
 
 REPOSITORY = Path(__file__).resolve().parent / "repositories" / "streaming"
+# Short streams (4 tokens: 40 ms a request at 1 stream) so that each measurement holds the 368-477
+# requests a TTFT or ITL p99 needs before its interval is bounded above (load/confidence.py).
 QUICK = ("--triton-threshold=streaming_duration_s=2", "--triton-threshold=streaming_soak_s=4",
          "--triton-threshold=streaming_curve_max_concurrency=4", "--triton-threshold=streaming_curve_point_s=1",
-         "--triton-threshold=streaming_final_deadline_s=3", "--triton-threshold=streaming_min_requests=3")
+         "--triton-threshold=streaming_final_deadline_s=3", "--triton-threshold=streaming_min_requests=3",
+         "--triton-threshold=streaming_max_tokens=4")
 
 
 def _own_server(model: str, *extra: str) -> tuple[str, ...]:
