@@ -11,7 +11,8 @@ directory; the time per check is the sum of its tests' durations in readiness.js
 scale, alternated) and prints the cost of each added model per check: (t12 - t3) / 9, the soak
 (PERF-3, a fixed duration) shown apart. `--runs N` runs the checklist N times in a row and prints,
 per run, its wall time, the load average and the verdict and seconds of each decided-or-not check
-(`DECIDING`), then how many runs decided each (PASS or FAIL, not INCOMPLETE). `--before` reads a readiness.json of an earlier run (the
+(`DECIDING`), then how many runs decided each (PASS or FAIL, not INCOMPLETE), and for every check
+(by test) the verdicts of all runs and in how many of them it gave its most common verdict. `--before` reads a readiness.json of an earlier run (the
 same command on older code) for a before/after table. The times are wall-clock seconds on this
 machine: on a shared or busy machine they move with its load, which the output states.
 """
@@ -84,7 +85,9 @@ def run_checklist(repository: Path | None, config: Path | None, extra: list[str]
             keep.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, keep)
     verdicts = {r["check_id"]: r["verdict"] for r in report["results"] if r["verdict"] != "not_applicable"}
-    return {"wall_s": wall, "checks": per_check(report), "verdict": report["verdict"], "verdicts": verdicts}
+    by_test = {f"{r['check_id']} {r['nodeid'].rsplit('::', 1)[-1]}": r["verdict"] for r in report["results"]}
+    return {"wall_s": wall, "checks": per_check(report), "verdict": report["verdict"], "verdicts": verdicts,
+            "by_test": by_test}
 
 
 def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Path | None) -> int:
@@ -94,9 +97,11 @@ def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Pa
     print(f"| run | pytest wall s | load average (start/end) | {header} | checklist verdict |")
     print("|" + " --- |" * (4 + len(DECIDING)))
     decided = dict.fromkeys(DECIDING, 0)
+    every: list[dict[str, str]] = []
     for run in range(1, count + 1):
         load_before = os.getloadavg()[0]
         result = run_checklist(None, config, extra, keep / f"run-{run}.json" if keep else None)
+        every.append(result["by_test"])
         cells = []
         for check_id in DECIDING:
             verdict = result["verdicts"].get(check_id, "absent")
@@ -106,7 +111,24 @@ def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Pa
               f"{' | '.join(cells)} | {result['verdict']} |", flush=True)
     print("\n" + ", ".join(f"{i} decided in {n} of {count} runs" for i, n in decided.items())
           + f" ({os.cpu_count()} CPUs)")
+    rows = agreement(every)
+    print("\n| check | verdict per run | runs agreeing |\n| --- | --- | ---: |")
+    for name, verdicts, agreed in rows:
+        print(f"| {name} | {', '.join(verdicts)} | {agreed} of {count} |")
+    same = sum(agreed == count for _, _, agreed in rows)
+    print(f"\n{same} of {len(rows)} checks gave the same verdict in all {count} runs")
     return 0
+
+
+def agreement(runs: list[dict[str, str]]) -> list[tuple[str, list[str], int]]:
+    """Per check (by test): its verdict in each run ('absent' where a run lacks it) and in how
+    many runs it gave its most common verdict."""
+    names = sorted({name for run in runs for name in run})
+    rows = []
+    for name in names:
+        verdicts = [run.get(name, "absent") for run in runs]
+        rows.append((name, verdicts, max(verdicts.count(v) for v in set(verdicts))))
+    return rows
 
 
 def _busy() -> str:
