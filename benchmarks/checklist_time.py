@@ -13,8 +13,9 @@ scale, alternated) and prints the cost of each added model per check: (t12 - t3)
 per run, its wall time, the load average and the verdict and seconds of each decided-or-not check
 (`DECIDING`), then how many runs decided each (PASS or FAIL, not INCOMPLETE), and for every check
 (by test) the verdicts of all runs and in how many of them it gave its most common verdict.
-`--before` reads a readiness.json of an earlier run (the same command on older code) for a before/after table. The times are wall-clock seconds on this
-machine: on a shared or busy machine they move with its load, which the output states.
+`--before` reads a readiness.json of an earlier run (the same command on older code) for a
+before/after table. The times are wall-clock seconds on this machine: on a shared or busy machine
+they move with its load, which the output states.
 """
 
 from __future__ import annotations
