@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from test_streaming_confidence import _check, recorded_stream
 
+from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.decision import UNDECIDED
 from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, record_counter, record_histograms
 from pytest_triton_ready.load.streaming_curve import SweptPoint, not_enough_valid, record_capacity, record_curve
@@ -38,7 +39,8 @@ def test_with_a_failure_already_the_reason_is_a_warning_and_nothing_is_left_to_s
 
 def _swept(concurrency: int, tokens_per_s: float, ttft_ms: float, problem: str | None = None) -> SweptPoint:
     stats = recorded_stream(users=max(1, concurrency), duration_s=2.0, seed=concurrency)
-    return SweptPoint(CurvePoint(concurrency, tokens_per_s, ttft_ms, problem), stats, None)
+    ttft = Estimate("ttft p99", ttft_ms, Interval(0.9 * ttft_ms, ttft_ms, 0.95), 4)  # decided on its interval
+    return SweptPoint(CurvePoint(concurrency, tokens_per_s, ttft_ms, problem, ttft=ttft), stats, None)
 
 
 def test_a_curve_with_too_few_valid_points_is_not_judged():

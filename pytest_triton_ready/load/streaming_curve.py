@@ -13,7 +13,7 @@ from .. import progress
 from ..facts import StreamingCapacity
 from ..faults.stream_judges import report_stuck
 from .confidence import Estimate
-from .decision import UNDECIDED
+from .decision import PASS, UNDECIDED
 from .streaming_confidence import success_rule, ttft_rule
 from .streaming_rules import CurvePoint, CurveVerdict, capacity_is_lower_bound, enough_valid, judge_curve
 from .streaming_stats import StreamStats
@@ -144,8 +144,10 @@ def record_capacity(check: Any, model: str, swept: Sequence[SweptPoint], verdict
     elif best is None:
         check.finding(f"{model}: no valid concurrency keeps TTFT p99 within {ttft_budget_ms:g} ms "
                       f"(at 1 stream it is {points[0].ttft_p99_ms} ms)", model=model)
-    else:
-        check.judge("capacity-within-ttft-slo", True, measured=f"TTFT p99 at {len(points)} concurrencies", model=model)
+    else:  # best_within is a point whose TTFT p99 interval lies within the SLO: its judgement says so
+        check.judge("capacity-within-ttft-slo", verdict.best_ttft is not None and verdict.best_ttft.outcome == PASS,
+                    measured=f"TTFT p99 at {len(points)} concurrencies; at {best.concurrency} streams "
+                             + (verdict.best_ttft.describe() if verdict.best_ttft else "not judged"), model=model)
     at_best = next((s for s in swept if best is not None and s.point is best), None)
     best_rps = at_best.stats.requests_per_s if at_best else 0.0
     lower_bound = capacity_is_lower_bound(points, best, check.threshold("curve_min_gain").value)

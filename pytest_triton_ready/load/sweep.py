@@ -158,11 +158,14 @@ def judge_curve(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimit
                       "checked", severity="info", model=model)
     best = capacity(points, prof.budget_p99_ms, limits.success_min)
     maybe = undecided_within(points, prof.budget_p99_ms, limits.success_min)
+    shown = "; ".join(f"concurrency {p.concurrency}: p99 {p.p99_ms:.4g} ms, "
+                      + (p.p99_interval.describe('ms', 4) if p.p99_interval else "no interval") for p in maybe)
     if best is None and maybe:
-        shown = "; ".join(f"concurrency {p.concurrency}: p99 {p.p99_ms:.4g} ms"
-                          + (f", {p.p99_interval.describe('ms', 4)}" if p.p99_interval else "") for p in maybe)
         return (f"{model}: too close to call whether some point keeps p99 within {prof.budget_p99_ms:g} ms: "
                 f"none decidedly does ({shown})")
+    if maybe:
+        check.finding(f"{model}: the capacity is chosen among the points decidedly within {prof.budget_p99_ms:g} ms; "
+                      f"undecided, so left out: {shown}", severity="info", model=model)
     if not check.judge("some point keeps p99 within the budget", best is not None,
                        measured=f"p99 of {len(points)} curve points against {prof.budget_p99_ms:g} ms", model=model,
                        finding=f"{model}: no concurrency keeps p99 within {prof.budget_p99_ms:g} ms "
