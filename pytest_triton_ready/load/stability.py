@@ -10,7 +10,8 @@
 - Looks: a measurement looks at its rules a few times (after 4, 8, 16 and 24 windows with
   the defaults: `look_windows`), each look at the level that keeps the whole measurement at
   `confidence` (Bonferroni over the looks): stopping at the first look that agrees would
-  otherwise decide on luck.
+  otherwise decide on luck. A look at an earlier measurement's windows on the same rules
+  (`extra_looks`) counts among them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class MeasureRules:
     min_duration_s: float = 2.0
     min_requests: int = 200
     confidence: float = 0.95
+    extra_looks: int = 0  # looks at these rules before this measurement's own (a reused measurement's windows)
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> MeasureRules:
@@ -61,11 +63,15 @@ class MeasureRules:
 
     @property
     def looks(self) -> int:
-        return len(self.look_windows)
+        """The looks that share the error budget: the measurement's own, and `extra_looks` (the
+        windows of an earlier measurement judged on the same rules first: LoadEngine.measure's
+        `reuse`)."""
+        return len(self.look_windows) + self.extra_looks
 
     @property
     def look_level(self) -> float:
-        """The level of each look's intervals, so that all looks together hold at `confidence`."""
+        """The level of each look's intervals, so that all looks together hold at `confidence`:
+        1 - (1 - confidence) / looks (Bonferroni)."""
         return 1 - (1 - self.confidence) / self.looks
 
     def describe(self) -> str:
