@@ -6,6 +6,8 @@ a reference that was not measured is undecided, never '>= 0'."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from test_streaming_confidence import _check, _slo, recorded_stream
 from test_streaming_looks import LOOKS
 
@@ -127,3 +129,8 @@ def test_a_rule_against_a_reference_that_was_not_measured_is_undecided_not_at_le
     assert "rule >= 1.05 x throughput (not measured: reference throughput)" in judged.describe()
     measured = relative_rule("r", "throughput", ">=", Estimate("throughput", 400.0, Interval(395.0, 405.0, 0.95), 4), 1.05)
     assert judge(measured, Estimate("throughput", 500.0, Interval(490.0, 510.0, 0.95), 4)).outcome == PASS
+
+
+def test_a_streaming_curves_points_share_its_error_budget():
+    shared = replace(LOOKS, shares=4)
+    assert shared.level == 1 - (1 - LOOKS.confidence) / (len(LOOKS.times_s) * 4) > LOOKS.level  # wider intervals

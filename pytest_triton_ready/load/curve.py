@@ -156,6 +156,18 @@ class CapacitySearch:
     def rule_of_thumb(self) -> int:
         return self._rule_levels[-1]
 
+    @property
+    def planned_points(self) -> int:
+        """The most points the search can measure: the sweep to the rule of thumb, the doublings
+        past it up to `max_concurrency`, and `bisect_steps`. Any of them may be the capacity, so
+        "some point keeps p99 within the budget" is a union over them: each point's looks are at
+        1 - (1 - confidence) / (looks x planned_points) (Bonferroni, MeasureRules.shares) for the
+        curve to hold at `confidence`."""
+        beyond, level = 0, self.rule_of_thumb
+        while level * 2 <= self.max_concurrency:
+            beyond, level = beyond + 1, level * 2
+        return len(self._rule_levels) + beyond + self.bisect_steps
+
     def next_level(self, points: Sequence[CurvePoint]) -> int | None:
         measured = {p.concurrency for p in points}
         if points and past_saturation(points, self.budget_p99_ms, self.min_gain):

@@ -250,7 +250,9 @@ class LoadEngine:
             raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
         rules = self._warm_up(model, rules or self.rules())
         judged = list(judge) if judge is not None else None
-        key = (model, concurrency, protocol, batch_size, replace(rules, warmup_s=0.0), self._server_changes())
+        # the same load point and windows, whatever the level its rules are judged at
+        key = (model, concurrency, protocol, batch_size, replace(rules, warmup_s=0.0, extra_looks=0, shares=1),
+               self._server_changes())
         if reuse and judged is not None and concurrency is not None and self._recent.holds(key):
             # the look at the earlier windows and this measurement's own looks share one error budget
             rules = replace(rules, extra_looks=rules.extra_looks + 1)
@@ -351,7 +353,8 @@ class RecentMeasurements:
         judgements = judge_measurement(judged, earlier.windows, rules or earlier.rules, earlier.model)
         if not decided_enough(judgements, earlier.valid):
             return None
-        return replace(earlier, judgements=judgements, reused_after_s=round(time.monotonic() - ended, 1))
+        return replace(earlier, judgements=judgements, rules=rules or earlier.rules,
+                       reused_after_s=round(time.monotonic() - ended, 1))
 
 
 def measurement_done(windows: list[Window], rules: MeasureRules, judged: Sequence[Rule] | None = None,

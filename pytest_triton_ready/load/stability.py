@@ -11,7 +11,8 @@
   the defaults: `look_windows`), each look at the level that keeps the whole measurement at
   `confidence` (Bonferroni over the looks): stopping at the first look that agrees would
   otherwise decide on luck. A look at an earlier measurement's windows on the same rules
-  (`extra_looks`) counts among them.
+  (`extra_looks`) counts among them, and measurements whose claims form one union (a curve's
+  points: "some point keeps p99 within the budget") split the budget between them (`shares`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class MeasureRules:
     min_requests: int = 200
     confidence: float = 0.95
     extra_looks: int = 0  # looks at these rules before this measurement's own (a reused measurement's windows)
+    shares: int = 1  # measurements whose claims are one union, sharing `confidence` (a curve's points)
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> MeasureRules:
@@ -70,9 +72,10 @@ class MeasureRules:
 
     @property
     def look_level(self) -> float:
-        """The level of each look's intervals, so that all looks together hold at `confidence`:
-        1 - (1 - confidence) / looks (Bonferroni)."""
-        return 1 - (1 - self.confidence) / self.looks
+        """The level of each look's intervals, so that all looks, of all the measurements that
+        share the budget, together hold at `confidence`: 1 - (1 - confidence) / (looks x shares)
+        (Bonferroni). The intervals are labelled with `confidence`."""
+        return 1 - (1 - self.confidence) / (self.looks * self.shares)
 
     def describe(self) -> str:
         return (f"warm-up {self.warmup_s:g} s, windows of {self.window_s:g} s, stable when the last "

@@ -1,12 +1,13 @@
 """PERF-2 for a decoupled model: output tokens/s and TTFT p99 against concurrency 1, 2, 4 ...
 `streaming_curve_max_concurrency`. Each point is measured until its question is decided (TTFT p99
-within the SLO or not, and its success rate: load/streaming_looks.py), then the curve is judged
+within the SLO or not, and its success rate: load/streaming_looks.py), each at its share of the
+curve's error budget (StreamingLooks.shares: the sweep's points), then the curve is judged
 (load/streaming_rules.judge_curve) and recorded with each point's interval in its charts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import progress
@@ -52,6 +53,7 @@ def sweep(streaming: Any, model: str, ttft_budget_ms: float, models_left: int = 
         progress.step(f"{model}: {concurrency} streams (point {index + 1} of {len(steps)}, {point_s:g} s, longer "
                       "while undecided)")
         looks = streaming.looks(point_s, parts=(len(steps) - index) + (models_left - 1) * len(steps))
+        looks = replace(looks, shares=len(steps))  # "some point within the SLO": a union over the points
         result = streaming.measure(plan, rules, looks, concurrency=concurrency,
                                    warmup_s=streaming.warmup_s(model))
         point = CurvePoint.measured(concurrency, result.stats, success_min=streaming.n("success_rate_min"),

@@ -7,7 +7,7 @@ steps failed, publishes no capacity."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import progress
@@ -100,8 +100,10 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
     while (concurrency := search.next_level(curve.points)) is not None:
         progress.step(f"{model}: concurrency {concurrency} (point {len(curve.points) + 1}, "
                       f"search bound {search.max_concurrency})")
-        # Warm-up once per model: later points follow traffic that already warmed the model.
+        # Warm-up once per model: later points follow traffic that already warmed the model. Each
+        # point at its share of the curve's error budget (CapacitySearch.planned_points).
         rules = load.rules() if not curve.points else load.rules(warmup_s=0.0)
+        rules = replace(rules, shares=search.planned_points)
         m = load.measure(model, concurrency=concurrency, rules=rules, reuse=True,
                          judge=search.point_rules(curve.points, concurrency, limits.drop_tolerance))
         record_reuse(check, model, f"concurrency {concurrency}", m)
