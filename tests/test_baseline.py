@@ -131,6 +131,7 @@ def test_a_regression_decided_on_its_first_look_stands_whatever_the_repeat():
     stands = reconsider(regressed["capacity"], 960.0, _threshold)
     assert stands.status == REGRESSION and stands.repeat is None and stands.current == 850.0
     assert round(stands.look_margin, 4) == 0.0277  # z(0.975) x 0.0283 / 2
+    assert "(-15.0%, decided on the first look with ±2.8%; the rule allows -10%" in stands.describe()
     assert reconsider(regressed["p99"], 5.2, _threshold).status == REGRESSION  # +30 % +- 2.8 % against +20 %
 
 

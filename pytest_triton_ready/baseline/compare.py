@@ -82,6 +82,8 @@ class Comparison:
             change += " on the second look"
             if self.look_margin is not None:
                 change += f", each look judged alone with ±{_fmt_change(self.look_margin, m, sign=False)}"
+        elif self.look_margin is not None:
+            change += f", decided on the first look with ±{_fmt_change(self.look_margin, m, sign=False)}"
         text = (f"{model_label(self.model)}: {m.label} {measured} vs {_fmt(self.baseline)} {m.unit} "
                 f"in the baseline ({change}; the rule allows {_fmt_limit(self.limit, m)}")
         if self.measured_noise is not None and self.noise is not None and self.measured_noise > self.noise:
