@@ -99,6 +99,23 @@ def test_memory_growth_is_judged_only_on_a_soak_long_enough_to_tell_a_leak_from_
     assert "server memory could not be read" in record_memory(unread, _soak([(2, 1.0)]), soak_s=leak_min)
 
 
+def test_stream_soak_memory_within_the_limit_by_value_but_not_by_its_interval_is_too_close_to_call():
+    """Main passed this on the fitted growth alone: -1 MB, under the 64 MB limit, with the RSS
+    scattering by +-60 MB around its line (interval [-159, 157] MB)."""
+    scatter = [60, -55, 40, -60, 50, -45, 58, -50]
+    noisy = [(2 + 8 * i, 1000.0 + 0.5 * (2 + 8 * i) + scatter[i]) for i in range(8)]
+    check = _check()
+    leak_min = check.threshold("soak_leak_min_duration_s").value
+    reason = record_memory(check, _soak(noisy), soak_s=leak_min)
+    assert reason.startswith("m: memory growth too close to call: -1.2 MB over the ")
+    assert "95% interval [-159.3, 157.0] MB, against streaming_memory_growth_max_mb = 64 MB: a stream soak of " \
+        "about 5:17 (streaming_soak_s) would decide it" in reason  # its samples span 56 s
+    assert check.result.measurements[-1].threshold is None and not check.errors
+    flat = _check()
+    assert record_memory(flat, _soak([(2 + i, 1000.0) for i in range(10)]), soak_s=leak_min) is None
+    assert flat.result.measurements[-1].passed is True
+
+
 SCRAPE = """# TYPE nv_inference_request_success counter
 nv_inference_request_success{{model="m",version="1"}} {count}
 # TYPE nv_inference_first_response_histogram_ms histogram

@@ -19,7 +19,6 @@ from pytest_triton_ready.load.streaming_requests import EMPTY_FINAL, StreamingPl
 from pytest_triton_ready.load.streaming_rules import (
     CurvePoint,
     bucket_delta,
-    fitted_growth,
     histogram_quantile,
     judge_curve,
     readiness_gates,
@@ -131,9 +130,7 @@ def test_curve_knee_best_within_and_collapse():
     assert judge_curve([_measured(1, 10, 500)], 100).best_within is None
 
 
-def test_fitted_growth_and_histogram_quantile():
-    assert fitted_growth([(0, 100), (10, 110), (20, 120), (30, 130)]) == pytest.approx(30)
-    assert fitted_growth([(0, 1), (1, 2)]) == 0.0
+def test_histogram_quantile():
     before = [(10.0, 0), (50.0, 0), (float("inf"), 0)]
     after = [(10.0, 20), (50.0, 100), (float("inf"), 100)]
     buckets = bucket_delta(before, after)

@@ -173,21 +173,6 @@ def capacity_is_lower_bound(points: Sequence[CurvePoint], best: CurvePoint | Non
     return before > 0 and best.tokens_per_s >= before * (1 + min_gain)
 
 
-def fitted_growth(samples: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of (t, value) times the span: the growth a straight line through the
-    samples shows (noise in single samples does not decide it). 0 with fewer than 3 samples."""
-    if len(samples) < 3:
-        return 0.0
-    n = len(samples)
-    mean_t = sum(t for t, _ in samples) / n
-    mean_v = sum(v for _, v in samples) / n
-    var = sum((t - mean_t) ** 2 for t, _ in samples)
-    if var <= 0:
-        return 0.0
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in samples) / var
-    return slope * (samples[-1][0] - samples[0][0])
-
-
 def histogram_buckets(snapshot: Any, family: str, model_label: str, model: str) -> list[tuple[float, float]]:
     """(upper bound, cumulative count) of one model's histogram, summed over other labels."""
     totals: dict[float, float] = {}
