@@ -58,8 +58,9 @@ def test_throughput_latency_curve(triton, load, check, triton_facts):
     curve_search_max_concurrency, bisecting where p99 left the budget; stopped by that bound while
     still rising, the capacity is reported as a lower bound (">= N"). A model with fewer than half
     of its points (or two) stable and valid makes the check INCOMPLETE and publishes no capacity.
-    Where no point is decidedly within the budget but some are by value, INCOMPLETE (too close
-    to call), no capacity published.
+    Where no point is decidedly within the budget but some are by value (or have no interval),
+    INCOMPLETE (too close to call), no capacity published; each point is judged at its share of the
+    curve's error budget (docs/load-engine.md).
     Where every READY model in scope is decoupled, NOT APPLICABLE: test_streaming_tokens_and_ttft_curve
     sweeps streams and publishes their capacity."""
     profiles = profiles_in_scope(triton, check)

@@ -28,8 +28,10 @@ def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load,
 
     Open-loop traffic at a fixed rate per model, judged per window: at least success_rate_min of
     requests succeed overall and in every window; p99 of the last quarter stays within
-    soak_p99_drift_ratio_max of the first; the least-squares slope of server and GPU memory stays
-    below its MB/hour limit; pending requests do not grow. A soak shorter than soak_leak_min_duration_s
+    soak_p99_drift_ratio_max of the first (or soak_p99_drift_min_ms), by a rank test; the
+    least-squares slope of server and GPU memory stays below its MB/hour limit and pending requests
+    do not grow, each decided on its interval at load_confidence (too close to call otherwise:
+    INCOMPLETE, with the soak that would decide it). A soak shorter than soak_leak_min_duration_s
     after warm-up, or one that could not read the server's memory at all, has not judged the leak
     rule and is INCOMPLETE (waivable), not a pass, unless --triton-soak-evidence names a nightly
     soak of this very deployment (same version, every model's READY versions, configs and files,

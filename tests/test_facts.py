@@ -110,7 +110,8 @@ def test_the_report_keeps_the_facts_shape_and_reads_it_back():
     document = facts.to_json()
     assert document["perf.capacity"] == {"scale": {"max_throughput_within_slo_infer_s": 400.0, "p99_ms": 41.5,
                                                    "concurrency": 8, "instances": 2, "slo_p99_ms": 50.0,
-                                                   "lower_bound": False}}
+                                                   "lower_bound": False, "throughput_low_infer_s": None,
+                                                   "level": None}}
     assert document["perf.target"] == {"scale": {"concurrency": 8}, "cached_sum": {"rate": 120.0}}
     assert document["faults.hot_reload"] == {"passed": False, "failed_requests": 37, "recovery_s": 4.2,
                                              "model": "scale", "incomplete": None}

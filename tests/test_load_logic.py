@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_triton_ready.load.batching import batching_advice, far_from_preferred, small_batches
+from pytest_triton_ready.load.confidence import Interval
 from pytest_triton_ready.load.curve import (
     BOUND,
     ERRORS,
@@ -34,7 +35,13 @@ from pytest_triton_ready.models import instance_count, ready_models, ready_names
 
 
 def point(concurrency, throughput, p99=10.0, trustworthy=True, success=1.0, p50=None):
-    return CurvePoint(concurrency, throughput, p50 if p50 is not None else p99 / 2, p99, success, trustworthy)
+    """A measured point: its p99 interval reaches from 90% of the value up to the value."""
+    return CurvePoint(concurrency, throughput, p50 if p50 is not None else p99 / 2, p99, success, trustworthy,
+                      p99_interval=_p99_interval(p99))
+
+
+def _p99_interval(p99):
+    return Interval(0.9 * p99, p99, 0.95) if p99 is not None else None
 
 
 # -- the sweep ---------------------------------------------------------------------------------------
@@ -379,7 +386,7 @@ def _run_search(search: CapacitySearch, curve) -> list[CurvePoint]:
     points: list[CurvePoint] = []
     while (level := search.next_level(points)) is not None:
         throughput, p99, success = curve(level)
-        points.append(CurvePoint(level, throughput, p99 / 2, p99, success, True))
+        points.append(CurvePoint(level, throughput, p99 / 2, p99, success, True, p99_interval=_p99_interval(p99)))
         assert len(points) < 40, "the search does not end"
     return points
 

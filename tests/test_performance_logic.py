@@ -65,6 +65,7 @@ class RecordedLoad:
         n = next(n for n in range(1, len(windows) + 1) if measurement_done(windows[:n], rules, judge, model)
                  or n == len(windows))
         self.measured.append((concurrency, n))
+        self.rules_seen = [*getattr(self, "rules_seen", []), rules]
         last = windows[n - 1]
         result = TrafficResult(last.stats, {model: last.stats}, windows[:n], None, [w.tallies for w in windows[:n]],
                                "closed", 0.0, last.end_s)
@@ -191,13 +192,33 @@ def test_pending_requests_count_the_models_driven_not_their_steps():
 
 # -- the capacity search spends its points where the answer is ----------------------------------------
 def _search_points(search, curve):
-    """Feed `search` noiseless points from `curve(concurrency) -> (throughput, p99)` until it stops."""
+    """Feed `search` points from `curve(concurrency) -> (throughput, p99)` until it stops: throughput
+    without an interval, p99 with a narrow one (decided against the budget)."""
     points = []
     while (level := search.next_level(points)) is not None:
         throughput, p99 = curve(level)
-        points.append(CurvePoint(level, throughput, p99 / 2, p99, 1.0, True))
+        points.append(CurvePoint(level, throughput, p99 / 2, p99, 1.0, True,
+                                 p99_interval=Interval(0.9 * p99, p99, 0.95)))
         assert len(points) < 40, "the search does not end"
     return points
+
+
+def test_each_curve_point_is_judged_at_its_share_of_the_curves_error_budget():
+    """Issue 31: 'some point keeps p99 within the budget' was a union over the points, each at the
+    check's 95%. The search plans at most 5 points to the rule of thumb (1 ... 16), 5 doublings
+    past it to 512 and 2 bisections: each point at 1 - 0.05 / 12."""
+    search = CapacitySearch(max_batch_size=8, instances=1, budget_p99_ms=100, success_min=0.999, max_concurrency=512)
+    assert search.planned_points == 12
+    assert CapacitySearch(8, 1, 100, 0.999, max_concurrency=16, bisect_steps=0).planned_points == 5
+    curve = {1: (2.0, 400), 2: (2.5, 800), 4: (3.0, 1600), 8: (5.0, 1700), 16: (9.0, 1720), 32: (30.0, 1720)}
+    check, load = _check("PERF-2"), RecordedLoad(curve)
+    limits = SweepLimits.of(check)
+    sweep(load, check, QuietHealth(), [_profile(max_batch_size=8)], Facts(), limits)
+    planned = CapacitySearch(8, 1, 100, 0.999, max_concurrency=limits.cap or limits.search_max_concurrency)
+    assert load.rules_seen and {r.shares for r in load.rules_seen} == {planned.planned_points}
+    each = load.rules_seen[0]
+    assert each.look_level == pytest.approx(1 - (1 - RULES.confidence) / (len(RULES.look_windows) * planned.planned_points))
+    assert each.confidence == RULES.confidence  # the intervals are labelled with the curve's confidence
 
 
 def test_a_plateau_before_the_rule_of_thumb_ends_the_sweep():

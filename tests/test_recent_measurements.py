@@ -28,13 +28,15 @@ class RecordedEngine(LoadEngine):
 
     def __init__(self) -> None:
         super().__init__(client=type("Client", (), {"changes": 0})(), grpc_url="", http_url="", settings=default_settings())
-        self.measured, self.warmups = 0, []
+        self.measured, self.warmups, self.rules_used = 0, [], []
 
     def _measure(self, model, concurrency, rate, rules, protocol, batch_size, poisson, server_stats, workers,
                  stop_on_dead_instance, judged):
         self.measured += 1
         self.warmups.append(rules.warmup_s)
-        return measurement_from(model, traffic_result(recorded_windows(5.0, 3, per_window=1600)), rules, concurrency, rate, protocol,
+        self.rules_used.append(rules)
+        return measurement_from(model, traffic_result(recorded_windows(5.0, 3, per_window=2000)), rules, concurrency,
+                                rate, protocol,
                                 judged=judged)
 
 
@@ -91,3 +93,30 @@ def test_a_model_measured_before_warms_up_briefly_until_the_server_changes():
     engine.measure("m", concurrency=4, judge=[P99])
     engine.measure("m", concurrency=8, judge=[P99], rules=engine.rules(warmup_s=0.0))  # asked for none: none
     assert engine.warmups == [1.0, 0.25, 1.0, 1.0, 0.0]  # load_warmup_s, then load_rewarmup_s
+
+
+def test_a_look_at_earlier_windows_is_counted_in_the_error_budget_of_the_measurement_after_it():
+    """Issue 31: the reused windows' look came on top of a measurement's own looks, uncounted."""
+    engine = RecordedEngine()
+    engine.measure("m", concurrency=8, rules=RULES, judge=[P99])
+    assert engine.rules_used[-1].extra_looks == 0  # nothing earlier to look at: its own looks only
+    undecided = Rule("p99 near its value", "p99", "<=", 5.0, "ms")  # the recorded p99: undecided on them
+    engine.measure("m", concurrency=8, rules=RULES, judge=[undecided], reuse=True)
+    assert engine.measured == 2
+    spent = engine.rules_used[-1]
+    assert spent.extra_looks == 1 and spent.looks == RULES.looks + 1
+    assert spent.look_level == 1 - (1 - RULES.confidence) / (len(RULES.look_windows) + 1)
+    reused = engine.measure("m", concurrency=8, rules=RULES, judge=[SUCCESS], reuse=True)
+    assert reused.reused_after_s is not None and engine.measured == 2
+
+
+def test_the_reused_windows_are_judged_at_the_level_of_the_budget_they_share():
+    windows = recorded_windows(5.0, 3, spread=0.3, seed=5)
+    recent = RecentMeasurements()
+    recent.keep(("m", 8), _measured(windows, [P99]))
+    estimate_at = {}
+    for extra in (0, 20):
+        shared = replace(RULES, extra_looks=extra)
+        again = recent.judged_again(("m", 8), [Rule("p99 within 100 ms", "p99", "<=", 100.0, "ms")], shared)
+        estimate_at[extra] = again.judgements[0].estimate.interval
+    assert estimate_at[20].high > estimate_at[0].high  # more looks sharing alpha: each one's interval wider

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from test_streaming_confidence import _check, recorded_stream
 
+from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.decision import UNDECIDED
 from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, record_counter, record_histograms
 from pytest_triton_ready.load.streaming_curve import SweptPoint, not_enough_valid, record_capacity, record_curve
@@ -38,7 +39,8 @@ def test_with_a_failure_already_the_reason_is_a_warning_and_nothing_is_left_to_s
 
 def _swept(concurrency: int, tokens_per_s: float, ttft_ms: float, problem: str | None = None) -> SweptPoint:
     stats = recorded_stream(users=max(1, concurrency), duration_s=2.0, seed=concurrency)
-    return SweptPoint(CurvePoint(concurrency, tokens_per_s, ttft_ms, problem), stats, None)
+    ttft = Estimate("ttft p99", ttft_ms, Interval(0.9 * ttft_ms, ttft_ms, 0.95), 4)  # decided on its interval
+    return SweptPoint(CurvePoint(concurrency, tokens_per_s, ttft_ms, problem, ttft=ttft), stats, None)
 
 
 def test_a_curve_with_too_few_valid_points_is_not_judged():
@@ -105,6 +107,23 @@ def test_a_stream_soak_cut_short_is_judged_on_the_span_it_ran_not_the_planned_on
     assert reason.startswith(f"m: the memory-leak rule (streaming_memory_growth_max_mb) was not judged: a stream "
                              f"soak that ran 61 s of the planned {leak_min:g} s")
     assert not check.errors and not check.result.judgements
+
+
+def test_stream_soak_memory_within_the_limit_by_value_but_not_by_its_interval_is_too_close_to_call():
+    """Main passed this on the fitted growth alone: -1 MB, under the 64 MB limit, with the RSS
+    scattering by +-60 MB around its line (interval [-159, 157] MB)."""
+    scatter = [60, -55, 40, -60, 50, -45, 58, -50]
+    noisy = [(2 + 8 * i, 1000.0 + 0.5 * (2 + 8 * i) + scatter[i]) for i in range(8)]
+    check = _check()
+    leak_min = check.threshold("soak_leak_min_duration_s").value
+    reason = record_memory(check, _soak(noisy, ran_s=leak_min), soak_s=leak_min)
+    assert reason.startswith("m: memory growth too close to call: -1.2 MB over the ")
+    assert "95% interval [-159.3, 157.0] MB, against streaming_memory_growth_max_mb = 64 MB: a stream soak of " \
+        "about 5:17 (streaming_soak_s) would decide it" in reason  # its samples span 56 s
+    assert check.result.measurements[-1].threshold is None and not check.errors
+    flat = _check()
+    assert record_memory(flat, _soak([(2 + i, 1000.0) for i in range(10)], ran_s=leak_min), soak_s=leak_min) is None
+    assert flat.result.measurements[-1].passed is True
 
 
 SCRAPE = """# TYPE nv_inference_request_success counter

@@ -5,18 +5,20 @@ histogram quantiles and the readiness version gates."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_triton_ready.demo.answers import VOCABULARY, expected_tokens
+from pytest_triton_ready.load.confidence import Estimate, Interval
+from pytest_triton_ready.load.decision import PASS
 from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
 from pytest_triton_ready.load.streaming_requests import EMPTY_FINAL, StreamingPlan, build_request, is_final, response_tokens
 from pytest_triton_ready.load.streaming_rules import (
     CurvePoint,
     bucket_delta,
-    fitted_growth,
     histogram_quantile,
     judge_curve,
     readiness_gates,
@@ -112,18 +114,23 @@ def test_streaming_slo_prefers_the_model_then_default_then_threshold():
     assert slo["min_output_tokens_per_s"].source == "default"
 
 
+def _measured(concurrency, tokens_per_s, ttft_ms):
+    """A point whose TTFT p99 interval reaches from 90% of its value up to the value."""
+    return CurvePoint(concurrency, tokens_per_s, ttft_ms,
+                      ttft=Estimate("ttft p99", ttft_ms, Interval(0.9 * ttft_ms, ttft_ms, 0.95), 4))
+
+
 def test_curve_knee_best_within_and_collapse():
-    points = [CurvePoint(1, 150, 20), CurvePoint(2, 300, 22), CurvePoint(4, 200, 30), CurvePoint(8, 620, 40),
-              CurvePoint(16, 640, 400)]
+    points = [_measured(1, 150, 20), _measured(2, 300, 22), _measured(4, 200, 30), _measured(8, 620, 40),
+              _measured(16, 640, 400)]
     verdict = judge_curve(points, ttft_budget_ms=100)
     assert verdict.knee == 8 and verdict.best_within.concurrency == 8
+    assert verdict.best_ttft.outcome == PASS and verdict.best_ttft.value == 40
     assert verdict.drops == [(2, 4, 300, 200)]
-    assert judge_curve([CurvePoint(1, 10, 500)], 100).best_within is None
+    assert judge_curve([_measured(1, 10, 500)], 100).best_within is None
 
 
-def test_fitted_growth_and_histogram_quantile():
-    assert fitted_growth([(0, 100), (10, 110), (20, 120), (30, 130)]) == pytest.approx(30)
-    assert fitted_growth([(0, 1), (1, 2)]) == 0.0
+def test_histogram_quantile():
     before = [(10.0, 0), (50.0, 0), (float("inf"), 0)]
     after = [(10.0, 20), (50.0, 100), (float("inf"), 100)]
     buckets = bucket_delta(before, after)
@@ -439,6 +446,7 @@ def test_streaming_capacity_comes_only_from_points_with_enough_successful_unstuc
     assert [p.trustworthy for p in points] == [True, True, False, False, False]
     assert "success rate 80.00% < 99.90%" in points[2].problem and "1 stuck requests" in points[3].problem
     assert "6 requests completed < minimum 10" in points[4].problem
+    points = [replace(p, ttft=_measured(p.concurrency, p.tokens_per_s, p.ttft_p99_ms).ttft) for p in points]
     verdict = judge_curve(points, ttft_budget_ms=100)
     assert verdict.best_within.concurrency == 2 and verdict.best_within.tokens_per_s == 300
     assert not enough_valid(points)  # 2 of 5 valid: no capacity is published

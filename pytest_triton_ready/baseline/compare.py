@@ -18,11 +18,15 @@ Recovery times have no windows; a rise below regression_recovery_floor_s is timi
 
 3. a regression of a number that PERF-5 can measure again in the same run (capacity at the knee
    concurrency, p50/p99 at the target load, streaming tokens/s at the curve's best point:
-   REPEATABLE) is judged once more with the mean of this run's two measurements (`reconsider`): it
-   is cleared only when that mean is within the rule. Window spread says nothing of the slower
-   drift between two runs on a shared machine (other processes, CPU frequency); the mean of two
-   measurements halves a one-off dip, and a real regression moves both. One the mean does not show
-   is `not reproduced`: reported, never a failure.
+   REPEATABLE) gets a planned second look (`reconsider`). The two looks share the error budget
+   alpha = 1 - load_confidence (Bonferroni: each look at alpha / 2), each judged alone on the
+   change's one-sided interval, change +- z(1 - alpha / 2) x se, se = the runs' noise band /
+   regression_noise_sigmas: the first look's regression stands where its interval lies beyond
+   the rule (the repeat cannot clear it); else the second look decides alone: beyond the rule by
+   value, a regression (the rule stands whatever the noise); within the rule with its interval,
+   `not reproduced` (reported, never a failure); within by value only, `too close to call` (the
+   check is INCOMPLETE). Never the mean of both: a one-off dip cleared by averaging it with a
+   second measurement is a second chance to pass that no budget counts.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scipy.stats import norm
+
 from .keynumbers import METRICS, Metric, model_label
 
 REGRESSION = "regression"
@@ -38,7 +44,9 @@ WITHIN_NOISE = "within noise"
 OK = "ok"
 IMPROVED = "improved"
 NOT_REPRODUCED = "not reproduced"
+UNDECIDED = "too close to call"
 REPEATABLE = frozenset({"capacity", "p50", "p99", "tokens_capacity"})
+LOOKS = 2  # a repeatable regression's planned looks: each at alpha / LOOKS
 
 
 @dataclass
@@ -48,11 +56,12 @@ class Comparison:
     baseline: float
     current: float
     change: float  # relative (current / baseline - 1) for relative rules, absolute rise otherwise; with a
-    # repeat, the change of the mean of the two measurements
+    # second look, the change it measured
     limit: float
     noise: float | None  # the noise band, in the same terms as `change`, capped at `limit`
     status: str
-    repeat: float | None = None  # this run's repeat measurement, when the regression was measured again
+    repeat: float | None = None  # this run's second look, when the regression was measured again
+    look_margin: float | None = None  # z(1 - alpha / 2) x se: the half-width each look was judged with
     measured_noise: float | None = None  # the noise band before the cap (wider than `limit` when it was capped)
 
     @property
@@ -69,8 +78,12 @@ class Comparison:
         change = _fmt_change(self.change, m)
         measured = f"{_fmt(self.current)} {m.unit}"
         if self.repeat is not None:
-            measured += f", {_fmt(self.repeat)} {m.unit} on a repeat,"
-            change += " for their mean"
+            measured += f" on the first look, {_fmt(self.repeat)} {m.unit} on the planned second look,"
+            change += " on the second look"
+            if self.look_margin is not None:
+                change += f", each look judged alone with ±{_fmt_change(self.look_margin, m, sign=False)}"
+        elif self.look_margin is not None:
+            change += f", decided on the first look with ±{_fmt_change(self.look_margin, m, sign=False)}"
         text = (f"{model_label(self.model)}: {m.label} {measured} vs {_fmt(self.baseline)} {m.unit} "
                 f"in the baseline ({change}; the rule allows {_fmt_limit(self.limit, m)}")
         if self.measured_noise is not None and self.noise is not None and self.measured_noise > self.noise:
@@ -146,13 +159,30 @@ def _judge(model: str, metric: Metric, base: float, now: float, noise: float | N
 
 
 def reconsider(comparison: Comparison, repeat: float, threshold: Callable[[str], float]) -> Comparison:
-    """A regression judged again with the mean of this run's two measurements of the number: it is
-    cleared (NOT_REPRODUCED) only when the mean is within the rule; otherwise it stays a regression."""
+    """A regression's planned second look (the module's rule 3): it stands where the first look's
+    one-sided interval at 1 - alpha / 2 already lies beyond the rule; else the repeat alone
+    decides, at the same level: beyond the rule by value, a regression; within it with its
+    interval, NOT_REPRODUCED; within by value only, UNDECIDED. A number without noise has no
+    interval: its second look clears nothing."""
     if comparison.status != REGRESSION or comparison.metric.key not in REPEATABLE:
         return comparison
-    mean = (comparison.current + repeat) / 2
-    again = _judge(comparison.model, comparison.metric, comparison.baseline, mean, comparison.measured_noise, threshold)
-    again.current, again.repeat = comparison.current, repeat
+    margin = look_margin(comparison, threshold)
+    if margin is not None and comparison.worse_by - margin > comparison.limit + 1e-12:
+        comparison.look_margin = margin
+        return comparison  # decided on the first look: a second one spends nothing on clearing it
+    again = _judge(comparison.model, comparison.metric, comparison.baseline, repeat, comparison.measured_noise, threshold)
+    again.current, again.repeat, again.look_margin = comparison.current, repeat, margin
     if again.status != REGRESSION:
-        again.status = NOT_REPRODUCED
+        decided = margin is not None and again.worse_by + margin <= again.limit + 1e-12
+        again.status = NOT_REPRODUCED if decided else UNDECIDED
     return again
+
+
+def look_margin(comparison: Comparison, threshold: Callable[[str], float]) -> float | None:
+    """z(1 - alpha / 2) x se of the change, alpha = 1 - load_confidence over the two looks, se =
+    the runs' noise band (before its cap) / regression_noise_sigmas; None without a noise."""
+    sigmas = threshold("regression_noise_sigmas")
+    if comparison.measured_noise is None or not sigmas:
+        return None
+    alpha = 1 - threshold("load_confidence")
+    return float(norm.ppf(1 - alpha / LOOKS)) * comparison.measured_noise / sigmas

@@ -1,5 +1,6 @@
 """PERF-5 onto a check: the baseline read, this run's key numbers compared with it (compare.py),
-regressions of repeatable numbers measured again (noise.py), and every comparison recorded."""
+regressions of repeatable numbers given their planned second look (noise.py, compare.reconsider),
+and every comparison recorded; a second look too close to call leaves the check INCOMPLETE."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..facts import Facts, TargetLoad
+from ..load.judged import incomplete_unless_failed
 from ..recorder import CheckRecorder
 from . import Baseline, BaselineError, environment_differences, load_baseline
-from .compare import NOT_REPRODUCED, REGRESSION, REPEATABLE, WITHIN_NOISE, Comparison, compare, reconsider
+from .compare import NOT_REPRODUCED, REGRESSION, REPEATABLE, UNDECIDED, WITHIN_NOISE, Comparison, compare, reconsider
 from .keynumbers import key_numbers, model_label
 from .noise import NoiseMeasurement, repeat_at_target
 
@@ -46,8 +48,9 @@ def compare_runs(check: CheckRecorder, current: dict[str, dict[str, float]], con
 def measure_regressions_again(check: CheckRecorder, load: Any, facts: Facts, comparisons: list[Comparison],
                               measured: NoiseMeasurement,
                               repeat: Callable[..., dict[str, float]] = repeat_at_target) -> list[Comparison]:
-    """Each regression of a repeatable number judged again on the mean of its two measurements;
-    a p50/p99 regression is first measured once more at PERF-1's target load."""
+    """Each regression of a repeatable number given its planned second look (compare.reconsider:
+    each look at alpha / 2, never the mean of both); a p50/p99 regression is first measured once
+    more at PERF-1's target load."""
     targets = facts.of(TargetLoad)
     repeats = measured.repeats
     for model in sorted({c.model for c in comparisons if c.status == REGRESSION and c.metric.key in REPEATABLE}):
@@ -73,11 +76,14 @@ def record_comparisons(check: CheckRecorder, comparisons: list[Comparison], base
         elif c.status in (WITHIN_NOISE, NOT_REPRODUCED):
             check.finding(f"{c.status}: {c.describe()}", severity="info", model=c.model)
     check.judged_since(mark, "no-regression", measured=f"{len(comparisons)} key numbers against the baseline")
+    undecided = [f"{UNDECIDED}: {c.describe()}" for c in comparisons if c.status == UNDECIDED]
     regressions = [c for c in comparisons if c.status == REGRESSION]
     if regressions:
         models = sorted({model_label(c.model) for c in regressions})
         check.recommend(f"Find what changed for {', '.join(models)} since the baseline ({baseline.path}); if the change "
                         "is intended, make this run the new baseline.")
+    if undecided:  # a second look within the rule by value only: neither cleared nor confirmed
+        incomplete_unless_failed(check, "; ".join(undecided))
 
 
 def _thresholds(check: CheckRecorder) -> Callable[[str], float]:

@@ -18,15 +18,16 @@ throughput within the latency budget, and what is wrong with the curve's shape.
   such a point is not within the budget, and such a drop is no fall.
 - Knee: the lowest concurrency whose throughput reaches `knee_fraction` (90%) of the curve's
   highest: past it, more concurrency buys latency, not throughput.
-- Capacity: the highest throughput among trustworthy points whose p99 is within the budget (its
-  interval's top too, where measured) and whose success rate meets the minimum.
+- Capacity: the highest throughput among trustworthy points whose p99 is decidedly within the
+  budget (its interval's top within it) and whose success rate meets the minimum; a point without
+  an interval is undecided, never within (the report names such points).
 - Sweep stop: past saturation (two points in a row over budget without a 5% throughput gain).
 - Enough points: at least half of the points, and two, trustworthy (valid; stable too where the
   point judged no rules); else no capacity.
 - Shape problems: throughput falling by more than `drop_tolerance` as concurrency rises before
   the knee, decidedly (against both points' confidence intervals, where measured); p99 over the
   budget at a point whose throughput is still below the target load.
-- Within the budget: p99 at most the budget, and where the point has an interval, its top too.
+- Within the budget: p99 at most the budget, and its interval's top too (no interval: undecided).
 """
 
 from __future__ import annotations
@@ -82,10 +83,11 @@ class CurvePoint:
         return Estimate("throughput", self.throughput_infer_s, self.throughput_interval, 0)
 
     def within_budget(self, budget_p99_ms: float) -> bool:
-        """p99 within the budget, decidedly where the point has an interval (its top within it)."""
-        if self.p99_ms is None or self.p99_ms > budget_p99_ms:
+        """p99 decidedly within the budget: the top of its interval within it. A point without an
+        interval is undecided, never within (`undecided_within`)."""
+        if self.p99_ms is None or self.p99_ms > budget_p99_ms or self.p99_interval is None:
             return False
-        return self.p99_interval is None or self.p99_interval.high <= budget_p99_ms
+        return self.p99_interval.high <= budget_p99_ms
 
     def for_report(self, model: str) -> LoadPoint:
         """The point as the report keeps it (Result.load_points, curves.csv)."""
@@ -153,6 +155,18 @@ class CapacitySearch:
     @property
     def rule_of_thumb(self) -> int:
         return self._rule_levels[-1]
+
+    @property
+    def planned_points(self) -> int:
+        """The most points the search can measure: the sweep to the rule of thumb, the doublings
+        past it up to `max_concurrency`, and `bisect_steps`. Any of them may be the capacity, so
+        "some point keeps p99 within the budget" is a union over them: each point's looks are at
+        1 - (1 - confidence) / (looks x planned_points) (Bonferroni, MeasureRules.shares) for the
+        curve to hold at `confidence`."""
+        beyond, level = 0, self.rule_of_thumb
+        while level * 2 <= self.max_concurrency:
+            beyond, level = beyond + 1, level * 2
+        return len(self._rule_levels) + beyond + self.bisect_steps
 
     def next_level(self, points: Sequence[CurvePoint]) -> int | None:
         measured = {p.concurrency for p in points}
@@ -265,8 +279,8 @@ KNEE_AND_CAPACITY = (
     "and no request fails, up to "
     "curve_search_max_concurrency; where p99 left the budget between two doublings, bisected. Knee: the lowest "
     "concurrency whose throughput reaches curve_knee_fraction of the highest. Capacity: the highest throughput "
-    "among valid points with p99 within the budget (its interval too) and success at least success_rate_min; a "
-    "lower bound "
+    "among valid points with p99 decidedly within the budget (its interval's top; a point without one is "
+    "undecided) and success at least success_rate_min; a lower bound "
     "('>= N') when the maximum concurrency stopped a search that was still rising within SLO.")
 
 
@@ -302,8 +316,9 @@ def capacity(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: fl
 
 
 def undecided_within(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: float) -> list[CurvePoint]:
-    """Trustworthy points whose p99 value is within the budget while their interval reaches past it:
-    where no point is decidedly within the budget, these leave 'some point is' too close to call."""
+    """Trustworthy points whose p99 value is within the budget while their interval reaches past it,
+    or that have no interval: where no point is decidedly within the budget, these leave 'some
+    point is' too close to call; beside a capacity, they are the points it was not chosen from."""
     return [p for p in points if p.trustworthy and (p.success_rate or 0) >= success_min and p.p99_ms is not None
             and p.p99_ms <= budget_p99_ms and not p.within_budget(budget_p99_ms)]
 

@@ -48,6 +48,8 @@ class Rule:
 
     def describe(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
+        if self.reference is not None and self.reference.value is None:
+            return f"{self.comparison} {self.ratio:g} x {self.reference.statistic} (not measured: reference {self.reference.statistic})"
         if self.reference is not None:
             return f"{self.comparison} {self.ratio:g} x {_num(self.threshold / self.ratio if self.ratio else 0)}{unit}"
         return f"{self.comparison} {_num(self.threshold)}{unit}"
@@ -135,7 +137,8 @@ class Judgement:
 
 def judge(rule: Rule, measured: Estimate, level: float | None = None) -> Judgement:
     """Decide `rule` on `measured`: pass when the whole interval meets the threshold, fail when
-    none of it does, too close to call otherwise (or without an interval). Undecided for want of
+    none of it does, too close to call otherwise (or without an interval, or against a reference
+    that was not measured). Undecided for want of
     samples, it carries the count that could decide it at `level` (the interval's own level when
     None): a minimum on a proportion, the clean trials that show it; a maximum on a percentile
     whose interval is unbounded above, the samples whose largest bounds it."""
@@ -163,9 +166,9 @@ def _requirement(rule: Rule) -> tuple[float, str, str] | None:
 def _judge(rule: Rule, measured: Estimate) -> Judgement:
     if measured.value is None:
         return Judgement(rule, measured, UNMEASURED, None)
-    if measured.interval is None:
-        return Judgement(rule, measured, UNDECIDED, None)
-    if rule.reference is not None and rule.reference.value is not None:
+    if measured.interval is None or (rule.reference is not None and rule.reference.value is None):
+        return Judgement(rule, measured, UNDECIDED, None)  # no interval, or nothing measured to hold it against
+    if rule.reference is not None:
         gap = difference_interval(measured.value, measured.interval, rule.reference.value, rule.reference.interval,
                                   rule.ratio)
         low, high, zero = gap.low, gap.high, 0.0
@@ -241,7 +244,8 @@ def _labelled(measured: Estimate, level: float | None) -> Estimate:
 
 def relative_rule(name: str, statistic: str, comparison: str, reference: Estimate, ratio: float,
                   unit: str = "", failure_only: bool = False) -> Rule:
-    """A rule against another measurement's statistic (times `ratio`), its noise included."""
+    """A rule against another measurement's statistic (times `ratio`), its noise included; against
+    a reference that was not measured it stays undecided (`judge`), never judged against 0."""
     return Rule(name, statistic, comparison, (reference.value or 0.0) * ratio, unit, reference=reference, ratio=ratio,
                 failure_only=failure_only)
 

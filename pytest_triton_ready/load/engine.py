@@ -243,14 +243,20 @@ class LoadEngine:
         nothing, and the check fails on the dead instance whatever they are.
         `reuse`: a closed-loop measurement with rules to judge may be the windows of the last one
         at the same model, concurrency, protocol, batch size and windows (`RecentMeasurements`),
-        judged again on `judge`, where those rules are settled on them; else it is measured."""
+        judged again on `judge`, where those rules are settled on them; else it is measured. That
+        look at the earlier windows is one more look at the rules (`MeasureRules.extra_looks`):
+        with the measurement's own L looks, each is at 1 - (1 - confidence) / (L + 1)."""
         if (concurrency is None) == (rate is None):
             raise ValueError("measure needs exactly one of concurrency (closed loop) or rate (open loop)")
         rules = self._warm_up(model, rules or self.rules())
         judged = list(judge) if judge is not None else None
-        key = (model, concurrency, protocol, batch_size, replace(rules, warmup_s=0.0), self._server_changes())
-        if reuse and judged is not None and concurrency is not None:
-            earlier = self._recent.judged_again(key, judged)
+        # the same load point and windows, whatever the level its rules are judged at
+        key = (model, concurrency, protocol, batch_size, replace(rules, warmup_s=0.0, extra_looks=0, shares=1),
+               self._server_changes())
+        if reuse and judged is not None and concurrency is not None and self._recent.holds(key):
+            # the look at the earlier windows and this measurement's own looks share one error budget
+            rules = replace(rules, extra_looks=rules.extra_looks + 1)
+            earlier = self._recent.judged_again(key, judged, rules)
             if earlier is not None:
                 return self._guarded(earlier)
         measurement = self._measure(model, concurrency, rate, rules, protocol, batch_size, poisson, server_stats,
@@ -331,19 +337,24 @@ class RecentMeasurements:
     def clear(self) -> None:
         self._kept.clear()
 
-    def judged_again(self, key: tuple, judged: Sequence[Rule]) -> Measurement | None:
-        """The kept measurement judged on `judged`, where those rules are settled on its windows
-        and nothing it judged failed for broken requests (a dead instance); else None."""
+    def holds(self, key: tuple) -> bool:
+        return key in self._kept
+
+    def judged_again(self, key: tuple, judged: Sequence[Rule], rules: MeasureRules | None = None) -> Measurement | None:
+        """The kept measurement judged on `judged` (at the look level of `rules`, where given: the
+        budget this look shares; else of the kept measurement's), where those rules are settled on
+        its windows and nothing it judged failed for broken requests (a dead instance); else None."""
         kept = self._kept.get(key)
         if kept is None:
             return None
         earlier, ended = kept
         if dead_instances(earlier.stats.errors):
             return None
-        judgements = judge_measurement(judged, earlier.windows, earlier.rules, earlier.model)
+        judgements = judge_measurement(judged, earlier.windows, rules or earlier.rules, earlier.model)
         if not decided_enough(judgements, earlier.valid):
             return None
-        return replace(earlier, judgements=judgements, reused_after_s=round(time.monotonic() - ended, 1))
+        return replace(earlier, judgements=judgements, rules=rules or earlier.rules,
+                       reused_after_s=round(time.monotonic() - ended, 1))
 
 
 def measurement_done(windows: list[Window], rules: MeasureRules, judged: Sequence[Rule] | None = None,

@@ -15,7 +15,9 @@ def record_judgement(check: Any, judgement: Judgement, *, model: str | None = No
     """Record `judgement` on `check`. Decided: measured against its threshold (a failure adds
     `finding`); too close to call: measured without one, and the sentence that makes the check
     INCOMPLETE is returned; so it is for a latency rule left unjudged because the load generator
-    fell behind (load/client_health.py). `threshold`: the named ThresholdValue the rule came from (kept as the
+    fell behind (load/client_health.py). A failure-only rule (a stream's success rate) undecided
+    on its passing side is no failure and no reason: measured without a threshold, and what would
+    show it is kept as evidence. `threshold`: the named ThresholdValue the rule came from (kept as the
     measurement's source), else the rule's own number."""
     name, unit = judgement.rule.name, judgement.rule.unit
     value = judgement.value
@@ -31,6 +33,9 @@ def record_judgement(check: Any, judgement: Judgement, *, model: str | None = No
             check.finding(finding or f"{where}{judgement.describe()}", rule=rule, model=model, value=value)
         return None
     check.measure(name, shown, unit, model=model)
+    if judgement.rule.failure_only and judgement.settled:  # only a decided failure matters: none
+        check.evidence(f"{where}{name}: not shown", f"no decided failure; {judgement.needs or 'not decided'}")
+        return None
     if is_behind(judgement.outcome):  # not judged: the client, not the server, may have made it slow
         return f"{where}{name}: {judgement.outcome}"
     return f"{where}{UNDECIDED}: {judgement.describe()}"

@@ -10,7 +10,9 @@
 - Looks: a measurement looks at its rules a few times (after 4, 8, 16 and 24 windows with
   the defaults: `look_windows`), each look at the level that keeps the whole measurement at
   `confidence` (Bonferroni over the looks): stopping at the first look that agrees would
-  otherwise decide on luck.
+  otherwise decide on luck. A look at an earlier measurement's windows on the same rules
+  (`extra_looks`) counts among them, and measurements whose claims form one union (a curve's
+  points: "some point keeps p99 within the budget") split the budget between them (`shares`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class MeasureRules:
     min_duration_s: float = 2.0
     min_requests: int = 200
     confidence: float = 0.95
+    extra_looks: int = 0  # looks at these rules before this measurement's own (a reused measurement's windows)
+    shares: int = 1  # measurements whose claims are one union, sharing `confidence` (a curve's points)
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> MeasureRules:
@@ -61,12 +65,17 @@ class MeasureRules:
 
     @property
     def looks(self) -> int:
-        return len(self.look_windows)
+        """The looks that share the error budget: the measurement's own, and `extra_looks` (the
+        windows of an earlier measurement judged on the same rules first: LoadEngine.measure's
+        `reuse`)."""
+        return len(self.look_windows) + self.extra_looks
 
     @property
     def look_level(self) -> float:
-        """The level of each look's intervals, so that all looks together hold at `confidence`."""
-        return 1 - (1 - self.confidence) / self.looks
+        """The level of each look's intervals, so that all looks, of all the measurements that
+        share the budget, together hold at `confidence`: 1 - (1 - confidence) / (looks x shares)
+        (Bonferroni). The intervals are labelled with `confidence`."""
+        return 1 - (1 - self.confidence) / (self.looks * self.shares)
 
     def describe(self) -> str:
         return (f"warm-up {self.warmup_s:g} s, windows of {self.window_s:g} s, stable when the last "

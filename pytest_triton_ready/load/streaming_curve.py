@@ -1,19 +1,20 @@
 """PERF-2 for a decoupled model: output tokens/s and TTFT p99 against concurrency 1, 2, 4 ...
 `streaming_curve_max_concurrency`. Each point is measured until its question is decided (TTFT p99
-within the SLO or not, and its success rate: load/streaming_looks.py), then the curve is judged
+within the SLO or not, and its success rate: load/streaming_looks.py), each at its share of the
+curve's error budget (StreamingLooks.shares: the sweep's points), then the curve is judged
 (load/streaming_rules.judge_curve) and recorded with each point's interval in its charts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import progress
 from ..facts import StreamingCapacity
 from ..faults.stream_judges import report_stuck
 from .confidence import Estimate, finite
-from .decision import UNDECIDED
+from .decision import PASS, UNDECIDED
 from .streaming_confidence import success_rule, ttft_rule
 from .streaming_rules import CurvePoint, CurveVerdict, capacity_is_lower_bound, enough_valid, judge_curve
 from .streaming_stats import StreamStats
@@ -52,6 +53,7 @@ def sweep(streaming: Any, model: str, ttft_budget_ms: float, models_left: int = 
         progress.step(f"{model}: {concurrency} streams (point {index + 1} of {len(steps)}, {point_s:g} s, longer "
                       "while undecided)")
         looks = streaming.looks(point_s, parts=(len(steps) - index) + (models_left - 1) * len(steps))
+        looks = replace(looks, shares=len(steps))  # "some point within the SLO": a union over the points
         result = streaming.measure(plan, rules, looks, concurrency=concurrency,
                                    warmup_s=streaming.warmup_s(model))
         point = CurvePoint.measured(concurrency, result.stats, success_min=streaming.n("success_rate_min"),
@@ -145,8 +147,10 @@ def record_capacity(check: Any, model: str, swept: Sequence[SweptPoint], verdict
     elif best is None:
         check.finding(f"{model}: no valid concurrency keeps TTFT p99 within {ttft_budget_ms:g} ms "
                       f"(at 1 stream it is {points[0].ttft_p99_ms} ms)", model=model)
-    else:
-        check.judge("capacity-within-ttft-slo", True, measured=f"TTFT p99 at {len(points)} concurrencies", model=model)
+    else:  # best_within is a point whose TTFT p99 interval lies within the SLO: its judgement says so
+        check.judge("capacity-within-ttft-slo", verdict.best_ttft is not None and verdict.best_ttft.outcome == PASS,
+                    measured=f"TTFT p99 at {len(points)} concurrencies; at {best.concurrency} streams "
+                             + (verdict.best_ttft.describe() if verdict.best_ttft else "not judged"), model=model)
     at_best = next((s for s in swept if best is not None and s.point is best), None)
     best_rps = at_best.stats.requests_per_s if at_best else 0.0
     lower_bound = capacity_is_lower_bound(points, best, check.threshold("curve_min_gain").value)

@@ -35,6 +35,7 @@ class StreamingLooks:
     window_s: float = 0.5
     confidence: float = 0.95
     min_requests: int = 10
+    shares: int = 1  # measurements whose claims are one union, sharing `confidence` (a curve's points)
 
     @classmethod
     def from_thresholds(cls, threshold: Any, first_s: float, parts: int = 1,
@@ -66,8 +67,9 @@ class StreamingLooks:
 
     @property
     def level(self) -> float:
-        """Each look's level: all looks together hold at `confidence` (Bonferroni)."""
-        return 1 - (1 - self.confidence) / len(self.times_s)
+        """Each look's level: all looks, of all the measurements that share the budget, together
+        hold at `confidence`: 1 - (1 - confidence) / (looks x shares) (Bonferroni)."""
+        return 1 - (1 - self.confidence) / (len(self.times_s) * self.shares)
 
     def judge(self, rules: Sequence[Rule], stats: Any) -> list[Judgement]:
         """Every rule on the StreamStats, at the look's level, labelled with `confidence`."""

@@ -70,7 +70,7 @@ class CurvePoint:
     """One concurrency of the streaming sweep. `problem` (from `measurement_problem`) keeps a point
     out of the capacity: a point with failed, stuck or too few requests is not a capacity.
     `ttft` and `tokens`: the TTFT p99 and output tokens/s with their confidence intervals (measured
-    points have them; a point without them is judged on its values alone)."""
+    points have them; without them a point's TTFT p99 is undecided, and a fall is judged on the values)."""
 
     concurrency: int
     tokens_per_s: float
@@ -118,6 +118,7 @@ class CurveVerdict:
     drops: list[tuple[int, int, float, float]] = field(default_factory=list)  # (from c, to c, tps before, tps after)
     ttft: list[tuple[int, Judgement]] = field(default_factory=list)  # (concurrency, TTFT p99 judged on the budget)
     unsure_drops: list[tuple[int, int, Judgement]] = field(default_factory=list)  # falls inside the noise
+    best_ttft: Judgement | None = None  # the TTFT p99 of `best_within`, judged within the budget
 
     @property
     def too_close(self) -> list[tuple[int, Judgement]]:
@@ -130,9 +131,9 @@ def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fracti
     """The knee (first point with `knee_fraction` of the top tokens/s), the best tokens/s whose
     TTFT p99 is within the budget, and every fall of tokens/s by more than `drop_tolerance`
     between two points before the knee (a collapse where more streams should have helped).
-    Only trustworthy points (enough requests, success rate met, nothing stuck) count. With
-    intervals, a point is within the budget only when its TTFT p99's interval is (one too close
-    to call is in `too_close`), and a fall counts only when the interval of after - (1 -
+    Only trustworthy points (enough requests, success rate met, nothing stuck) count. A point is
+    within the budget only when its TTFT p99's interval is (one too close to call, or without an
+    interval, is in `too_close`), and a fall counts only when the interval of after - (1 -
     drop_tolerance) x before lies below zero (one the noise may explain is in `unsure_drops`)."""
     points = [p for p in points if p.trustworthy]
     if not points:
@@ -142,14 +143,12 @@ def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fracti
     verdict = CurveVerdict(knee, None)
     within = []
     for p in points:
-        if p.ttft is not None:
-            judged = judge(ttft_rule(ttft_budget_ms), p.ttft)
-            verdict.ttft.append((p.concurrency, judged))
-            if judged.outcome == PASS:
-                within.append(p)
-        elif p.ttft_p99_ms is not None and p.ttft_p99_ms <= ttft_budget_ms:
-            within.append(p)
-    verdict.best_within = max(within, key=lambda p: p.tokens_per_s) if within else None
+        judged = judge(ttft_rule(ttft_budget_ms), p.ttft or Estimate("ttft p99", p.ttft_p99_ms, None, 0))
+        verdict.ttft.append((p.concurrency, judged))
+        if judged.outcome == PASS:
+            within.append((p, judged))
+    if within:
+        verdict.best_within, verdict.best_ttft = max(within, key=lambda pair: pair[0].tokens_per_s)
     for before, after in zip(points, points[1:], strict=False):
         if knee is not None and after.concurrency > knee:
             break
@@ -172,21 +171,6 @@ def capacity_is_lower_bound(points: Sequence[CurvePoint], best: CurvePoint | Non
         return False
     before = points[-2].tokens_per_s
     return before > 0 and best.tokens_per_s >= before * (1 + min_gain)
-
-
-def fitted_growth(samples: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of (t, value) times the span: the growth a straight line through the
-    samples shows (noise in single samples does not decide it). 0 with fewer than 3 samples."""
-    if len(samples) < 3:
-        return 0.0
-    n = len(samples)
-    mean_t = sum(t for t, _ in samples) / n
-    mean_v = sum(v for _, v in samples) / n
-    var = sum((t - mean_t) ** 2 for t, _ in samples)
-    if var <= 0:
-        return 0.0
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in samples) / var
-    return slope * (samples[-1][0] - samples[0][0])
 
 
 def histogram_buckets(snapshot: Any, family: str, model_label: str, model: str) -> list[tuple[float, float]]:

@@ -1,9 +1,9 @@
 """PERF-3 for a decoupled model: a soak of streams (`streaming_soak_s` at `streaming_concurrency`)
 during which server memory is read every second (the process tree's RSS where the run owns the
 server, else the host's `nv_cpu_memory_used_bytes`), and its record: stuck and failed requests,
-and memory growth judged by a least-squares fit only on a soak that ran long enough to tell a leak
-from warm-up (`soak_leak_min_duration_s`): the span it actually ran, not the one planned, since a
-load that ends early (a server gone, a broken stream) leaves a shorter record."""
+and memory growth judged by a least-squares fit, on its interval, only on a soak that ran long
+enough to tell a leak from warm-up (`soak_leak_min_duration_s`): the span it actually ran, not the
+one planned, since a load that ends early (a server gone, a broken stream) leaves a shorter record."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any
 
 from .. import progress
 from ..faults.stream_judges import report_stuck
-from .streaming_rules import fitted_growth
+from ..soak.duration import format_duration
+from ..soak.trend import fit
 from .streaming_stats import StreamStats
 
 LEAK_RULE = "streaming-memory-leak"
@@ -122,22 +123,37 @@ def record_soak(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
 
 
 def record_memory(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
-    """Memory growth over the soak, judged against `streaming_memory_growth_max_mb` only on a soak
-    that ran (`soaked.span_s`) at least `soak_leak_min_duration_s`; returns why it was not judged
+    """Memory growth over the soak (the least-squares line's, soak/trend.py), judged against
+    `streaming_memory_growth_max_mb` only on a soak that ran (`soaked.span_s`) at least
+    `soak_leak_min_duration_s`, on the growth's interval at `load_confidence`: within where its
+    top is, a leak where its bottom is over the limit; returns why it was not judged or decided
     (None: it was)."""
     model, memory = soaked.model, soaked.memory
-    if len(memory) < 3:
+    trend = fit(memory) if len(memory) >= 3 else None
+    if trend is None:
         return (f"{model}: server memory could not be read during the stream soak, so the memory-leak "
                 "rule (streaming_memory_growth_max_mb) was not judged")
     growth_max = check.threshold("streaming_memory_growth_max_mb")
     leak_min = check.threshold("soak_leak_min_duration_s").value
+    confidence = check.threshold("load_confidence").value
     ran_s = soaked.span_s
-    growth, judged = fitted_growth(memory), ran_s >= leak_min
+    growth, judged = trend.growth, ran_s >= leak_min
+    low, high = trend.growth_low(confidence), trend.growth_high(confidence)
+    decided = low is not None and (high <= growth_max.value or low > growth_max.value)
     check.measure(f"memory growth ({soaked.source})", round(growth, 1), "MB", model=model,
-                  threshold=growth_max if judged else None, rule=LEAK_RULE)
+                  threshold=growth_max if judged and decided else None, rule=LEAK_RULE)
     check.chart(f"{model}: memory during the stream soak", "time (s)", "MB", {soaked.source: memory})
-    if judged:
+    if judged and decided:
         return None
+    if judged:
+        shown = f"{confidence:.0%} interval [{low:.1f}, {high:.1f}] MB" if low is not None else "no interval"
+        span_h = trend.span_to_decide(confidence, lambda lo, hi, span: hi * span <= growth_max.value
+                                      or lo * span > growth_max.value)
+        longer = (f"a stream soak of about {format_duration(span_h * 3600)} (streaming_soak_s) would decide it if the "
+                  "trend holds (its interval narrows as 1 / duration^1.5)" if span_h is not None
+                  else "a longer stream soak would not decide it if the trend holds: run on a quieter machine")
+        return (f"{model}: memory growth too close to call: {growth:.1f} MB over the {ran_s:g} s stream soak, {shown}, "
+                f"against streaming_memory_growth_max_mb = {growth_max.value:g} MB: {longer}")
     if growth > growth_max.value:
         check.finding(f"{model}: memory grew {growth:.0f} MB over a {ran_s:g} s stream soak; a soak shorter than "
                       f"{leak_min:g} s cannot tell a leak from warm-up", severity="warning", model=model)

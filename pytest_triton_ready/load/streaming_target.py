@@ -1,8 +1,10 @@
 """PERF-1 for a decoupled model: its SLO at the target load (`streaming_concurrency` streams, closed
 loop), measured until TTFT p99, ITL p99, output tokens/s (where a minimum is set) and the success
-rate are decided (load/streaming_looks.py), and recorded on the check with their margins. A model
-whose every stream answers with one response has no inter-token latency: its ITL and tokens/s
-rules are not applicable, and TTFT, success and stuck requests decide."""
+rate are decided (load/streaming_looks.py), and recorded on the check with their margins: each
+rule, the success rate included, on its interval's judgement, never on its value alone (the
+success rate only has to show no decided failure). A model whose every stream answers with one
+response has no inter-token latency: its ITL and tokens/s rules are not applicable, and TTFT,
+success and stuck requests decide."""
 
 from __future__ import annotations
 
@@ -86,6 +88,8 @@ def record_at_target(check: Any, measured: TargetLoad) -> list[str]:
                                         threshold=slo["min_output_tokens_per_s"]))
     else:
         check.measure("output tokens/s", round(stats.output_tokens_per_s, 2), "tokens/s", model=model)
+    reasons.append(record_judgement(check, judged["success rate"], model=model,
+                                    threshold=check.threshold("success_rate_min")))
     _record_traffic(check, measured)
     if ttft.outcome == FAIL:
         check.recommend(TTFT_ADVICE)
@@ -93,13 +97,11 @@ def record_at_target(check: Any, measured: TargetLoad) -> list[str]:
 
 
 def _record_traffic(check: Any, measured: TargetLoad) -> None:
-    """Per-stream throughput, success, stuck requests and errors, and the percentiles chart."""
+    """Per-stream throughput, stuck requests and errors, and the percentiles chart."""
     model, stats = measured.model, measured.stats
     check.measure("output tokens/s per stream (lowest)", round(stats.min_user_tokens_per_s or 0.0, 2), "tokens/s",
                   model=model)
     check.measure("responses/s", round(stats.responses_per_s, 2), "responses/s", model=model)
-    check.measure("success rate", stats.success_rate, "ratio", model=model, threshold=check.threshold("success_rate_min"),
-                  comparison=">=")
     check.measure("stuck requests", len(stats.stuck), "requests", model=model, threshold=0)
     report_stuck(check, model, stats.stuck)
     for reason, count in stats.errors.items():

@@ -7,7 +7,7 @@ steps failed, publishes no capacity."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import progress
@@ -101,8 +101,10 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
     while (concurrency := search.next_level(curve.points)) is not None:
         progress.step(f"{model}: concurrency {concurrency} (point {len(curve.points) + 1}, "
                       f"search bound {search.max_concurrency})")
-        # Warm-up once per model: later points follow traffic that already warmed the model.
+        # Warm-up once per model: later points follow traffic that already warmed the model. Each
+        # point at its share of the curve's error budget (CapacitySearch.planned_points).
         rules = load.rules() if not curve.points else load.rules(warmup_s=0.0)
+        rules = replace(rules, shares=search.planned_points)
         m = load.measure(model, concurrency=concurrency, rules=rules, reuse=True,
                          judge=search.point_rules(curve.points, concurrency, limits.drop_tolerance))
         record_reuse(check, model, f"concurrency {concurrency}", m)
@@ -159,11 +161,14 @@ def judge_curve(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimit
                       "checked", severity="info", model=model)
     best = capacity(points, prof.budget_p99_ms, limits.success_min)
     maybe = undecided_within(points, prof.budget_p99_ms, limits.success_min)
+    shown = "; ".join(f"concurrency {p.concurrency}: p99 {p.p99_ms:.4g} ms, "
+                      + (p.p99_interval.describe('ms', 4) if p.p99_interval else "no interval") for p in maybe)
     if best is None and maybe:
-        shown = "; ".join(f"concurrency {p.concurrency}: p99 {p.p99_ms:.4g} ms"
-                          + (f", {p.p99_interval.describe('ms', 4)}" if p.p99_interval else "") for p in maybe)
         return (f"{model}: too close to call whether some point keeps p99 within {prof.budget_p99_ms:g} ms: "
                 f"none decidedly does ({shown})")
+    if maybe:
+        check.finding(f"{model}: the capacity is chosen among the points decidedly within {prof.budget_p99_ms:g} ms; "
+                      f"undecided, so left out: {shown}", severity="info", model=model)
     if not check.judge("some point keeps p99 within the budget", best is not None,
                        measured=f"p99 of {len(points)} curve points against {prof.budget_p99_ms:g} ms", model=model,
                        finding=f"{model}: no concurrency keeps p99 within {prof.budget_p99_ms:g} ms "

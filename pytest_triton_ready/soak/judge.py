@@ -4,19 +4,24 @@ The check and the journal renderer both call `evaluate`, so a report rebuilt fro
 exactly as the run did. Rules:
 
 - success: at least `success_rate_min` of requests succeed overall and in every window;
-- p99 drift: the median window p99 of the last quarter against the first quarter (after warm-up),
-  a fail only where a rank test says the last quarter's windows are slower than the first's at
-  `load_confidence`: a rise that one or two slow windows of a busy machine make is too close to
-  call (INCOMPLETE, naming the test), not drift;
-- leaks: the least-squares slope (MB/hour) of server memory and of GPU memory after warm-up;
-- pending requests: the fitted growth of Triton's pending-request gauge over the soak, a fail only
-  where the growth's interval (the slope's standard error, at `load_confidence`) lies over the
-  limit too: else too close to call;
+- p99 drift: the last quarter's window p99s (after warm-up) against what the first quarter's allow
+  (each first-quarter window's p99 times `soak_p99_drift_ratio_max`, or plus
+  `soak_p99_drift_min_ms`, whichever is more), by two one-sided Mann-Whitney tests (ties included)
+  at `load_confidence`: a pass only where the last quarter is decidedly below, a fail only where it
+  is decidedly above; otherwise too close to call, naming the test. With too few windows for the
+  test to reach its level at all (`min_drift_windows`), the drift is not judged (a note);
+- leaks: the least-squares slope (MB/hour) of server memory and of GPU memory after warm-up, with
+  its interval at `load_confidence` (Student's t on the slope's standard error): no leak only where
+  the interval's top is within the limit (or the fitted growth's top within
+  `soak_leak_min_growth_mb`), a leak only where its bottom is over both;
+- pending requests: the fitted growth of Triton's pending-request gauge over the soak, on the same
+  interval: a pass only where its top is within the limit, a fail only where its bottom is over it;
 - the runner's own memory and the share of requests it could not send on time (warnings: they
   question the measurement, not the server).
 
-A p99 rise or a pending-request growth over its limit that its test cannot tell from noise is in
-`undecided`: soak evidence from another run never stands in for it, since it is this run's server.
+A rule whose interval holds its limit is in `undecided` with the soak length that would decide it
+(a slope's interval narrows as 1 / duration^1.5) or the rule it needs: soak evidence from another
+run never stands in for it, since it is this run's server.
 
 A soak shorter than the leak-judging duration (soak_leak_min_duration_s after warm-up), or one
 that could read neither the server's process memory nor the host's memory gauge, has not judged
@@ -33,13 +38,15 @@ from dataclasses import dataclass, field
 
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .duration import format_duration
-from .trend import Trend, fit, rise_p_value
+from .trend import SPAN_STEPS, Trend, fit, rank_p_value
 from .windows import Window
 
 MB = 1024 * 1024
 MAX_WINDOW_FINDINGS = 5
 CONFIDENCE_DEFAULT = THRESHOLDS["load_confidence"].default  # journals written before the soak read it
 MIN_DRIFT_WINDOWS = 8  # two per quarter: one window's p99 alone is mostly its slowest request
+P_TOLERANCE = 1e-9  # an exact p-value of 1/20 is at 0.05, not above it in floating point
+DRIFT_TEST = "p99 drift rank test"
 
 
 @dataclass
@@ -112,11 +119,12 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
             notes.append(f"{label}: {_span_s(settled):.0f} s after warm-up is shorter than soak_leak_min_duration_s "
                          f"({limits['soak_leak_min_duration_s'].value:.0f} s), too short to tell a leak from "
                          f"warm-up; memory growth is reported as a warning (run --triton-soak=30m or longer)")
-        outcomes += _leak(rule, label, trend, limit, limits["soak_leak_min_growth_mb"], severity, settled, read)
+        outcomes += _leak(rule, label, trend, (limit, limits["soak_leak_min_growth_mb"]), severity, settled, read,
+                          confidence, warmup_s, undecided)
     pending = fit([(w.end_s, w.pending_requests) for w in settled])
     trends["pending-growth"] = pending
     if pending is not None:
-        outcomes += _pending(pending, limits["soak_pending_growth_max"], confidence, undecided)
+        outcomes += _pending(pending, limits["soak_pending_growth_max"], confidence, warmup_s, undecided)
     else:
         notes.append("pending requests: too few windows with nv_inference_pending_request_count to fit a trend")
     outcomes += _dropped(windows, limits["soak_dropped_max"])
@@ -181,10 +189,16 @@ def _window_sentence(window: Window) -> str:
 
 def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: ThresholdValue, confidence: float,
            notes: list[str], undecided: list[str]) -> list[Outcome]:
+    """The last quarter's window p99s against the p99 each first-quarter window allows (the larger
+    of `ratio_max` x it and it + `floor`), by two one-sided rank tests: within where the last
+    quarter is decidedly below the allowed p99s, drift where decidedly above, else too close to call."""
     p99s = [(w.index, w.p99_ms) for w in settled if w.p99_ms is not None]
-    if len(p99s) < MIN_DRIFT_WINDOWS:
-        notes.append(f"p99 drift: {len(p99s)} windows after warm-up, at least {MIN_DRIFT_WINDOWS} are needed "
-                     "to compare the median p99 of the first and last quarters")
+    alpha = 1 - confidence
+    least = min_drift_windows(alpha)
+    if len(p99s) < least:
+        notes.append(f"p99 drift: {len(p99s)} windows after warm-up, at least {least} are needed "
+                     f"to compare the median p99 of the first and last quarters (a rank test at {confidence:.0%} "
+                     f"needs {least // 4} windows a quarter)")
         return []
     quarter = max(1, len(p99s) // 4)
     early, late = [p for _, p in p99s[:quarter]], [p for _, p in p99s[-quarter:]]
@@ -192,44 +206,70 @@ def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: Threshol
     ratio = last / first if first > 0 else float("inf")
     sentence = (f"p99 drifted from {first:.2f} ms (median of the first {quarter} windows after warm-up) to "
                 f"{last:.2f} ms (the last {quarter})")
-    name = "p99 drift (last quarter / first quarter)"
+    allowed = [max(ratio_max.value * p, p + floor.value) for p in early]
+    below, above = rank_p_value(late, allowed, "less"), rank_p_value(late, allowed, "greater")
+    rule = f"{ratio_max.value:g}x the first quarter's window p99s, or +{floor.value:g} ms, whichever is more"
     outcomes = [Outcome("p99-drift", "p99 first quarter (median of windows)", round(first, 3), "ms"),
-                Outcome("p99-drift", "p99 last quarter (median of windows)", round(last, 3), "ms")]
-    if last - first <= floor.value:
-        outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio"))
-        outcomes.append(Outcome("p99-drift", "p99 rise (last quarter - first quarter)", round(last - first, 3), "ms",
-                                floor, "<=", True, sentence))
-        return outcomes
-    p_value = rise_p_value(early, late)
-    outcomes.append(Outcome("p99-drift", "p99 rise rank test p-value (last quarter slower than the first)",
-                            round(p_value, 4), "p-value"))
-    if ratio <= ratio_max.value or p_value <= 1 - confidence:
-        outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio", ratio_max, "<=",
-                                ratio <= ratio_max.value, f"{sentence}; a rank test finds the last quarter's "
-                                f"windows slower at p={p_value:.3f}"))
-        return outcomes
-    outcomes.append(Outcome("p99-drift", name, round(ratio, 3), "ratio"))
-    undecided.append(f"p99 drift too close to call: {sentence}, {ratio:.2f}x against the limit "
-                     f"{ratio_max.value:g}x, but the two quarters' window p99s overlap (rank test p={p_value:.3f}; "
-                     f"{confidence:.0%} confidence needs p <= {1 - confidence:.3f}): a few slow windows, not a "
-                     "steady rise; run a longer soak (more windows) or on a quieter machine")
+                Outcome("p99-drift", "p99 last quarter (median of windows)", round(last, 3), "ms"),
+                Outcome("p99-drift", "p99 drift (last quarter / first quarter)", round(ratio, 3), "ratio"),
+                Outcome("p99-drift", "p99 rise (last quarter - first quarter)", round(last - first, 3), "ms")]
+    if below <= alpha + P_TOLERANCE:
+        outcomes.append(Outcome("p99-drift", f"{DRIFT_TEST}: the last quarter below the allowed p99 (p-value)",
+                                round(below, 4), "p-value", passed=True))
+    elif above <= alpha + P_TOLERANCE:
+        outcomes.append(Outcome("p99-drift", f"{DRIFT_TEST}: the last quarter above the allowed p99 (p-value)",
+                                round(above, 4), "p-value", passed=False,
+                                finding=f"{sentence}; a rank test finds the last quarter's windows above what the "
+                                        f"rule allows ({rule}) at p={above:.3f}"))
+    else:
+        outcomes.append(Outcome("p99-drift", f"{DRIFT_TEST}: the last quarter below the allowed p99 (p-value)",
+                                round(below, 4), "p-value"))
+        undecided.append(f"p99 drift too close to call: {sentence}, {ratio:.2f}x; the rule allows {rule}, and a rank "
+                         f"test puts the last quarter's windows neither below nor above that (p={below:.3f} below, "
+                         f"p={above:.3f} above; {confidence:.0%} confidence needs p <= {alpha:.3f}): decided once "
+                         f"the last quarter's windows lie on one side of it; run a longer soak (each quarter held "
+                         f"{quarter} windows) or on a quieter machine")
     return outcomes
 
 
-def _pending(trend: Trend, limit: ThresholdValue, confidence: float, undecided: list[str]) -> list[Outcome]:
-    """The pending-request gauge's fitted growth against its limit: over it, a fail only where the
-    growth's interval at `confidence` lies above it too (a gauge read once per window jumps with
-    the moment it is read); else too close to call."""
+def min_drift_windows(alpha: float) -> int:
+    """Windows after warm-up the drift rule needs: four quarters of q, the least q at which two
+    quarters wholly apart reach the rank test's p <= `alpha` (1 / C(2q, q): 3 at 0.05), and at
+    least MIN_DRIFT_WINDOWS."""
+    q = 1
+    while 1 / math.comb(2 * q, q) > alpha + P_TOLERANCE:
+        q += 1
+    return max(MIN_DRIFT_WINDOWS, 4 * q)
+
+
+def _pending(trend: Trend, limit: ThresholdValue, confidence: float, warmup_s: float,
+             undecided: list[str]) -> list[Outcome]:
+    """The pending-request gauge's fitted growth against its limit, on its interval at
+    `confidence` (the slope's, times the span): within where the interval's top is, growing where
+    its bottom is over the limit (a gauge read once per window jumps with the moment it is read);
+    else too close to call, with the soak length that would decide it."""
     name = "pending requests growth over the soak (fitted)"
-    growth, low = trend.growth, trend.growth_low(confidence)
+    growth, low, high = trend.growth, trend.growth_low(confidence), trend.growth_high(confidence)
     sentence = f"the server's pending requests grew by {growth:.1f} over the soak (fitted over {trend.points} windows)"
-    if growth <= limit.value or (low is not None and low > limit.value):
-        return [Outcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", growth <= limit.value,
-                        f"{sentence}: requests arrive faster than they are served")]
-    shown = f"{confidence:.0%} interval from {low:.1f}" if low is not None else "no interval"
-    undecided.append(f"pending-request growth too close to call: {sentence}, over the limit of {limit.value:g}, "
-                     f"but the windows' readings scatter ({shown}): run a longer soak or on a quieter machine")
+    shown = f"{confidence:.0%} interval [{low:.1f}, {high:.1f}]" if low is not None else "no interval"
+    if high is not None and high <= limit.value:
+        return [Outcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", True, sentence)]
+    if low is not None and low > limit.value:
+        return [Outcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", False,
+                        f"{sentence}, {shown}: requests arrive faster than they are served")]
+    span_h = trend.span_to_decide(confidence, lambda lo, hi, span: hi * span <= limit.value or lo * span > limit.value)
+    undecided.append(f"pending-request growth too close to call: {sentence}, {shown}, against the limit of "
+                     f"{limit.value:g}: {_longer(span_h, warmup_s)}")
     return [Outcome("pending-growth", name, round(growth, 2), "requests")]
+
+
+def _longer(span_h: float | None, warmup_s: float) -> str:
+    """What soak would decide an undecided slope, if it holds ('a soak of about 25:00 ...')."""
+    if span_h is None:
+        return (f"a soak up to {2 ** (SPAN_STEPS / 4):g} x as long would not decide it if the slope holds; run on a "
+                "quieter machine")
+    return (f"a soak of about {format_duration(span_h * 3600 + warmup_s)} would decide it if the slope holds (its "
+            "interval narrows as 1 / duration^1.5)")
 
 
 def _unread(label: str, settled: Sequence[Window], read: Callable[[Window], float | None],
@@ -243,25 +283,43 @@ def _unread(label: str, settled: Sequence[Window], read: Callable[[Window], floa
     return f"{label}: not read" + (f" ({why})" if why else "")
 
 
-def _leak(rule: str, label: str, trend: Trend, limit: ThresholdValue, min_growth: ThresholdValue,
-          severity: str, settled: Sequence[Window], read: Callable[[Window], float | None]) -> list[Outcome]:
+def _leak(rule: str, label: str, trend: Trend, limits: tuple[ThresholdValue, ThresholdValue], severity: str,
+          settled: Sequence[Window], read: Callable[[Window], float | None], confidence: float,
+          warmup_s: float, undecided: list[str]) -> list[Outcome]:
+    """The memory slope against its limit on its interval at `confidence`: no leak where the
+    interval's top is within the limit (or the fitted growth's top within the least growth that
+    counts), a leak where its bottom is over both; else too close to call (an `undecided` rule
+    where it is an error, information where it only warns)."""
+    limit, min_growth = limits
     first, last = _first_last(settled, read)
     slope_name = f"{label} slope"
+    interval = trend.slope_interval(confidence)
+    shown = f"{confidence:.0%} interval [{interval[0]:.1f}, {interval[1]:.1f}] MB/h" if interval else "no interval"
     sentence = (f"{label} grew {trend.slope_per_hour:.1f} MB/hour over {trend.points} windows "
-                f"({first / MB:.0f} MB -> {last / MB:.0f} MB, fitted growth {trend.growth:.1f} MB)")
+                f"({first / MB:.0f} MB -> {last / MB:.0f} MB, fitted growth {trend.growth:.1f} MB; {shown})")
     outcomes = [Outcome(rule, f"{label} at the start (after warm-up)", round(first / MB, 1), "MB"),
                 Outcome(rule, f"{label} at the end", round(last / MB, 1), "MB")]
+    slope = round(trend.slope_per_hour, 2)
     if severity == "info":
-        outcomes.append(Outcome(rule, slope_name, round(trend.slope_per_hour, 2), "MB/h"))
-        return outcomes
-    if trend.growth <= min_growth.value:
-        outcomes.append(Outcome(rule, slope_name, round(trend.slope_per_hour, 2), "MB/h"))
-        outcomes.append(Outcome(rule, f"{label} fitted growth", round(trend.growth, 2), "MB", min_growth, "<=",
-                                True, sentence, severity))
-    else:
-        outcomes.append(Outcome(rule, slope_name, round(trend.slope_per_hour, 2), "MB/h", limit, "<=",
-                                trend.slope_per_hour <= limit.value, sentence, severity))
-    return outcomes
+        return [*outcomes, Outcome(rule, slope_name, slope, "MB/h")]
+    if interval is not None:
+        outcomes.append(Outcome(rule, f"{slope_name} {confidence:.0%} interval high", round(interval[1], 2), "MB/h"))
+
+    def allowed(span_h: float) -> float:
+        return max(limit.value, min_growth.value / span_h)
+
+    if interval is not None and interval[1] * trend.span_h <= min_growth.value:
+        return [*outcomes, Outcome(rule, slope_name, slope, "MB/h"),
+                Outcome(rule, f"{label} fitted growth", round(trend.growth, 2), "MB", min_growth, "<=", True, sentence,
+                        severity)]
+    if interval is not None and (interval[1] <= limit.value or interval[0] > allowed(trend.span_h)):
+        return [*outcomes, Outcome(rule, slope_name, slope, "MB/h", limit, "<=", interval[1] <= limit.value, sentence,
+                                   severity)]
+    if severity == "error":
+        span_h = trend.span_to_decide(confidence, lambda lo, hi, span: hi <= allowed(span) or lo > allowed(span))
+        undecided.append(f"{label} slope too close to call: {sentence}, against the limit of {limit.value:g} MB/h "
+                         f"(or a fitted growth within {min_growth.value:g} MB): {_longer(span_h, warmup_s)}")
+    return [*outcomes, Outcome(rule, slope_name, slope, "MB/h")]
 
 
 def _span_s(windows: Sequence[Window]) -> float:

@@ -1,15 +1,18 @@
-"""Trends over a soak's windows: least-squares slopes, per hour, with the fit's quality."""
+"""Trends over a soak's windows: least-squares slopes per hour with their confidence intervals
+(scipy.stats.linregress), the soak length that would decide a slope against a limit, and the rank
+test of one quarter's windows against another's (scipy.stats.mannwhitneyu, ties included)."""
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..load.confidence import t_quantile
+from scipy import stats
 
 MIN_POINTS = 3
+EXACT_MAX_ORDERINGS = 200_000  # rank tests enumerate every split of the samples up to this many
+SPAN_STEPS = 24  # `span_to_decide` looks up to 2^(24/4) = 64 x the span run
 
 
 @dataclass(frozen=True)
@@ -28,13 +31,43 @@ class Trend:
         """How much the fitted line rises from the first point to the last."""
         return self.slope_per_hour * self.span_h
 
-    def growth_low(self, level: float) -> float | None:
-        """The lower end of the fitted growth's two-sided interval at `level` (Student's t with
-        points - 2 degrees of freedom on the slope's standard error): a growth above a limit is
-        decided only where this end is above it too. None without a standard error."""
+    def slope_interval(self, level: float) -> tuple[float, float] | None:
+        """The slope's two-sided interval at `level` (MB/h, or per hour): slope +- t(points - 2) x
+        its standard error. None without a standard error."""
         if self.slope_se_per_hour is None or self.points < 3:
             return None
-        return (self.slope_per_hour - t_quantile(level, self.points - 2) * self.slope_se_per_hour) * self.span_h
+        half = float(stats.t.ppf(0.5 + level / 2, self.points - 2)) * self.slope_se_per_hour
+        return self.slope_per_hour - half, self.slope_per_hour + half
+
+    def growth_low(self, level: float) -> float | None:
+        """The lower end of the fitted growth's interval at `level`: a growth above a limit is
+        decided only where this end is above it too."""
+        interval = self.slope_interval(level)
+        return None if interval is None else interval[0] * self.span_h
+
+    def growth_high(self, level: float) -> float | None:
+        """The upper end of the fitted growth's interval at `level`: a growth within a limit is
+        decided only where this end is within it too."""
+        interval = self.slope_interval(level)
+        return None if interval is None else interval[1] * self.span_h
+
+    def span_to_decide(self, level: float, decided: Callable[[float, float, float], bool]) -> float | None:
+        """The span (hours) that would decide a rule on this slope if the slope stays where it is:
+        the shortest of 2^(k/4) x the span run (k = 1 ... 24, up to 64 x) where `decided(low, high,
+        span_h)` holds for the slope's interval then. A slope's standard error over evenly spaced
+        windows shrinks as 1 / span^1.5 (residual noise / sqrt(n x span^2 / 12), n growing with the
+        span), so the half-width h0 over the span s0 is h0 x (s0 / s)^1.5 over s. None without an
+        interval, or where even 64 x the span would not decide it."""
+        interval = self.slope_interval(level)
+        if interval is None or self.span_h <= 0:
+            return None
+        half = (interval[1] - interval[0]) / 2
+        for k in range(1, SPAN_STEPS + 1):
+            factor = 2 ** (k / 4)
+            narrowed = half * factor ** -1.5
+            if decided(self.slope_per_hour - narrowed, self.slope_per_hour + narrowed, self.span_h * factor):
+                return self.span_h * factor
+        return None
 
 
 def fit(points: Sequence[tuple[float, float | None]], scale: float = 1.0) -> Trend | None:
@@ -49,56 +82,28 @@ def fit(points: Sequence[tuple[float, float | None]], scale: float = 1.0) -> Tre
     values = [v for _, v in kept]
     if max(hours) == min(hours):
         return None
-    slope, intercept = statistics.linear_regression(hours, values)
-    try:
-        r_squared = statistics.correlation(hours, values) ** 2
-    except statistics.StatisticsError:  # constant values: a flat line, nothing to correlate
-        r_squared = None
-    return Trend(slope, intercept, len(kept), max(hours) - min(hours), r_squared,
-                 _slope_standard_error(hours, values, slope, intercept))
+    if max(values) == min(values):  # a flat line: no scatter, the slope is exactly 0
+        return Trend(0.0, values[0], len(kept), max(hours) - min(hours), None, 0.0)
+    line = stats.linregress(hours, values)
+    return Trend(float(line.slope), float(line.intercept), len(kept), max(hours) - min(hours),
+                 float(line.rvalue) ** 2, float(line.stderr))
 
 
-def _slope_standard_error(hours: Sequence[float], values: Sequence[float], slope: float,
-                          intercept: float) -> float | None:
-    """sqrt(residual variance / sum of squared time deviations), the least-squares slope's
-    standard error; None with fewer than three points."""
-    if len(hours) < 3:
-        return None
-    mean_t = statistics.fmean(hours)
-    spread = sum((t - mean_t) ** 2 for t in hours)
-    residual = sum((v - (intercept + slope * t)) ** 2 for t, v in zip(hours, values, strict=True)) / (len(hours) - 2)
-    return math.sqrt(residual / spread) if spread > 0 else None
-
-
-def rise_p_value(before: Sequence[float], after: Sequence[float]) -> float:
-    """One-sided Mann-Whitney test that `after` tends to be larger than `before`: the chance, with
-    no rise at all, of a rank sum at least as large as the one seen (a tie counts half).
-
-    Exact for up to 400 pairs (a soak's quarters hold a handful of windows each), the normal
-    approximation with continuity correction above that."""
-    n, m = len(before), len(after)
+def rank_p_value(first: Sequence[float], second: Sequence[float], alternative: str) -> float:
+    """One-sided Mann-Whitney test that `first` tends to be larger (`alternative` "greater") or
+    smaller ("less") than `second` (scipy.stats.mannwhitneyu): exact while the samples' splits
+    are few enough to enumerate (a permutation test where values tie: window p99s read from
+    histograms often do), the normal approximation with the tie correction beyond. 1.0 for an
+    empty sample."""
+    n, m = len(first), len(second)
     if not n or not m:
         return 1.0
-    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in after for b in before)
-    if n * m > 400:
-        mean, sd = n * m / 2, math.sqrt(n * m * (n + m + 1) / 12)
-        return 1 - statistics.NormalDist().cdf((u - 0.5 - mean) / sd)
-    counts = _u_counts(m, n)
-    at_least = sum(c for value, c in enumerate(counts) if value >= math.ceil(u - 1e-9))
-    return at_least / math.comb(n + m, n)
-
-
-def _u_counts(m: int, n: int) -> list[int]:
-    """How many orderings of m + n distinct values give each U (pairs where one of the m beats one
-    of the n): the Mann-Whitney distribution under no difference."""
-    table = [[[1] for _ in range(n + 1)] for _ in range(m + 1)]
-    for i in range(1, m + 1):
-        for j in range(1, n + 1):
-            take, leave = table[i - 1][j], table[i][j - 1]
-            counts = [0] * (i * j + 1)
-            for u, c in enumerate(leave):
-                counts[u] += c
-            for u, c in enumerate(take):
-                counts[u + j] += c
-            table[i][j] = counts
-    return table[m][n]
+    orderings = math.comb(n + m, n)
+    ties = len(set(first) | set(second)) < n + m
+    if orderings > EXACT_MAX_ORDERINGS:
+        method: object = "asymptotic"
+    elif ties:
+        method = stats.PermutationMethod(n_resamples=orderings)  # every split: exact, no random draw
+    else:
+        method = "exact"
+    return float(stats.mannwhitneyu(first, second, alternative=alternative, method=method).pvalue)
