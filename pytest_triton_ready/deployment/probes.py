@@ -1,0 +1,89 @@
+"""The probes: liveness on /v2/health/live (never on ready, which is not ready while a model
+loads), readiness on /v2/health/ready or a model's ready endpoint, and a startup budget that
+covers the start-to-ready time this run measured, with a margin."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ..thresholds import ThresholdValue
+from .judgement import Judgement, Measured, dig, judgement
+from .reading import TritonContainer
+
+LIVE, READY = "/v2/health/live", "/v2/health/ready"
+# Kubernetes' defaults for a probe that leaves them out
+PROBE_DEFAULTS = {"initialDelaySeconds": 0, "periodSeconds": 10, "failureThreshold": 3}
+
+
+def _path(probe: dict | None) -> str | None:
+    return dig(probe, "httpGet", "path")
+
+
+def liveness_path(container: TritonContainer) -> Judgement:
+    """Liveness asks /v2/health/live: a liveness probe on ready restarts a server that is loading."""
+    probe = container.container.get("livenessProbe")
+    path = _path(probe)
+    if probe is None:
+        return judgement("liveness-path", False, container, "livenessProbe",
+                         "no livenessProbe: a hung server is never restarted",
+                         fix=f"livenessProbe: {{httpGet: {{path: {LIVE}, port: http}}}}")
+    message = f"livenessProbe asks {path or 'no HTTP path'}, the rule is {LIVE}"
+    fix = (f"livenessProbe.httpGet.path: {LIVE}; {READY} is not ready while a model loads (explicit mode) or a "
+           "model failed, and a liveness probe on it restarts the pod in a loop") if path == READY else \
+        f"livenessProbe.httpGet.path: {LIVE}"
+    return judgement("liveness-path", path == LIVE, container, "livenessProbe.httpGet.path", message,
+                     manifest_value=path, fix=fix)
+
+
+def readiness_path(container: TritonContainer) -> Judgement:
+    """Readiness asks /v2/health/ready (or /v2/models/M/ready): traffic goes only to a server
+    whose models are ready."""
+    probe = container.container.get("readinessProbe")
+    path = _path(probe)
+    good = path == READY or bool(path and path.startswith("/v2/models/") and path.endswith("/ready"))
+    message = ("no readinessProbe: traffic reaches the pod before its models are loaded" if probe is None
+               else f"readinessProbe asks {path or 'no HTTP path'}, the rule is {READY} or /v2/models/M/ready")
+    return judgement("readiness-path", good, container, "readinessProbe.httpGet.path", message,
+                     manifest_value=path, fix=f"readinessProbe.httpGet.path: {READY}")
+
+
+def probe_budget_s(probe: dict) -> float:
+    """How long a probe lets a container start: initialDelaySeconds + failureThreshold x periodSeconds."""
+    values = {key: probe.get(key, default) for key, default in PROBE_DEFAULTS.items()}
+    return values["initialDelaySeconds"] + values["failureThreshold"] * values["periodSeconds"]
+
+
+def startup_budget(container: TritonContainer, measured: Measured,
+                   limits: Mapping[str, ThresholdValue]) -> Judgement:
+    """The startup budget (startupProbe, else the liveness probe) covers the measured start-to-ready
+    time x (1 + deployment_startup_margin)."""
+    margin = limits["deployment_startup_margin"]
+    startup, liveness = container.container.get("startupProbe"), container.container.get("livenessProbe")
+    probe, name = (startup, "startupProbe") if startup else (liveness, "livenessProbe")
+    if probe is None:
+        return judgement("startup-budget", False, container, "startupProbe",
+                         "neither a startupProbe nor a livenessProbe: nothing bounds or protects the start",
+                         threshold=margin, fix="startupProbe on /v2/health/ready with failureThreshold x "
+                                               "periodSeconds above the measured start-to-ready time")
+    budget = probe_budget_s(probe)
+    formula = (f"{name}: {probe.get('initialDelaySeconds', 0)} + {probe.get('failureThreshold', 3)} x "
+               f"{probe.get('periodSeconds', 10)} = {budget:g} s")
+    if measured.start_to_ready_s is None:
+        return judgement("startup-budget", None, container, name, f"{formula}, held against nothing: "
+                         f"{measured.why_missing('start_to_ready_s')}", manifest_value=budget, threshold=margin)
+    needed = measured.start_to_ready_s * (1 + margin.value)
+    period = probe.get("periodSeconds", 10)
+    return judgement(
+        "startup-budget", budget >= needed, container, name,
+        f"{formula}; measured start-to-ready {measured.start_to_ready_s:.1f} s x (1 + {margin.value:g}) = "
+        f"{needed:.1f} s needed", manifest_value=budget, measured=round(measured.start_to_ready_s, 2),
+        measured_label="start-to-ready time", threshold=margin,
+        fix=f"{name}.failureThreshold: {math.ceil((needed - probe.get('initialDelaySeconds', 0)) / period)} (with "
+            f"periodSeconds {period}), or a startupProbe if there is none, so the pod is not restarted while its "
+            "models load")
+
+
+def judge_probes(container: TritonContainer, measured: Measured,
+                 limits: Mapping[str, ThresholdValue]) -> list[Judgement]:
+    return [liveness_path(container), readiness_path(container), startup_budget(container, measured, limits)]
