@@ -1,0 +1,68 @@
+"""checks/test_deployment.py through pytester against real servers: NOT APPLICABLE without a
+manifest; with Triton's k8s-onprem chart, every rule judged against what this very run measured
+(PERF-4's crash + restart and SIGTERM, PERF-3's soak, the demo's model configs and /metrics)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ONPREM = Path(__file__).parent / "data" / "deployments" / "k8s-onprem.yaml"
+DEPLOYMENT = "test_deployment.py"
+CHECKS = ("test_deployment_probes_cover_measured_start", "test_deployment_grace_period_covers_measured_drain",
+          "test_deployment_memory_limit_covers_measured_peak", "test_deployment_cpu_limit_keeps_measured_capacity",
+          "test_deployment_shm_and_gpus_fit_the_models", "test_deployment_autoscaler_scales_on_exported_metrics",
+          "test_deployment_image_pinned_non_root_models_read_only")
+
+
+def _value(result: dict, name: str) -> object:
+    matches = [m["value"] for m in result["measurements"] if m["name"] == name]
+    assert matches, f"{result['nodeid']}: no measurement {name!r}: {[m['name'] for m in result['measurements']]}"
+    return matches[0]
+
+
+def _rules(result: dict) -> dict[str, bool]:
+    return {j["rule"]: j["passed"] for j in result["judgements"]}
+
+
+def test_without_a_manifest_every_deployment_check_says_how_to_give_one(run_checklist):
+    run = run_checklist(DEPLOYMENT)
+    for name in CHECKS:
+        result = run.result(name)
+        assert result["verdict"] == "not_applicable", result
+        assert "--triton-deployment=rendered.yaml" in result["reason"] and "helm template" in result["reason"]
+
+
+def test_the_chart_is_judged_against_what_this_run_measured(run_checklist):
+    run = run_checklist("test_performance_recovery.py", "test_soak.py", DEPLOYMENT, url=None,
+                        args=("--triton-launch=embedded", "-k", "crash or sigterm or soak_stability or deployment",
+                              "--triton-soak=8s", f"--triton-deployment={ONPREM}", "--triton-kubernetes-version=1.25.0"))
+    crash = run.result("test_server_crash_restart_answers_correctly")
+    sigterm = run.result("test_sigterm_under_traffic_is_graceful")
+    probes = run.result("test_deployment_probes_cover_measured_start")
+    assert probes["verdict"] == "pass", probes
+    assert _value(probes, "startup-budget: start-to-ready time") == _value(crash, "time from SIGKILL until ready")
+    assert _rules(probes) == {"liveness-path": True, "readiness-path": True, "startup-budget": True}
+    assert any("startupProbe: 0 + 30 x 10 = 300 s" in j["measured"] for j in probes["judgements"])
+
+    grace = run.result("test_deployment_grace_period_covers_measured_drain")
+    assert grace["verdict"] == "fail"  # Kubernetes' 30 s grace period is not more than Triton's 30 s exit timeout
+    assert _rules(grace)["grace-period-exit-timeout"] is False and _rules(grace)["grace-period-drain"] is True
+    assert _value(grace, "grace-period-drain: drain under traffic (SIGTERM until exit)") == \
+        _value(sigterm, "time from SIGTERM until the process exited")
+    refused = _value(sigterm, "requests refused cleanly after SIGTERM")
+    assert _rules(grace)["pre-stop-delay"] is (refused == 0)
+
+    memory = run.result("test_deployment_memory_limit_covers_measured_peak")
+    assert memory["verdict"] == "fail" and _rules(memory)["memory-limit"] is False  # the chart sets no memory limit
+    assert any("resources.limits.memory" in r and "Mi or more" in r for r in memory["recommendations"])
+
+    assert run.result("test_deployment_cpu_limit_keeps_measured_capacity")["verdict"] == "pass"  # no CPU limit
+    models = run.result("test_deployment_shm_and_gpus_fit_the_models")
+    assert _rules(models) == {"dev-shm": False, "gpu-limit": True}  # the demo's python models, no /dev/shm volume
+    hpa = run.result("test_deployment_autoscaler_scales_on_exported_metrics")
+    assert _rules(hpa) == {"hpa-metrics": False}
+    assert any("not exported by this server: avg_time_queue_us" in f["message"] for f in hpa["findings"])
+    posture = run.result("test_deployment_image_pinned_non_root_models_read_only")
+    assert _rules(posture) == {"image-pinned": True, "run-as-non-root": True, "model-repository-read-only": False}
+    assert any(f"{ONPREM} document 0: spec.template.spec.containers[0].volumeMounts[0].readOnly" in f["message"]
+               for f in posture["findings"])
