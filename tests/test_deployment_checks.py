@@ -66,3 +66,17 @@ def test_the_chart_is_judged_against_what_this_run_measured(run_checklist):
     assert _rules(posture) == {"image-pinned": True, "run-as-non-root": True, "model-repository-read-only": False}
     assert any(f"{ONPREM} document 0: spec.template.spec.containers[0].volumeMounts[0].readOnly" in f["message"]
                for f in posture["findings"])
+
+
+def test_a_memory_limit_below_the_soaks_peak_fails_naming_file_field_and_peak(run_checklist):
+    twin = ONPREM.parent / "broken" / "memory-limit-below-peak.yaml"
+    run = run_checklist("test_soak.py", DEPLOYMENT, url=None,
+                        args=("--triton-launch=embedded", "-k", "soak_stability or memory_limit", "--triton-soak=8s",
+                              f"--triton-deployment={twin}", "--triton-kubernetes-version=1.25.0"))
+    memory = run.result("test_deployment_memory_limit_covers_measured_peak")
+    assert memory["verdict"] == "fail" and _rules(memory)["memory-limit"] is False
+    peak_mib = _value(memory, "memory-limit: peak server RSS (MiB)")
+    assert peak_mib > 64  # the demo's server tree, measured by this run's soak, is above the twin's 64Mi limit
+    finding = next(f["message"] for f in memory["findings"] if f["message"].startswith("memory-limit:"))
+    assert finding.startswith(f"memory-limit: {twin} document 0: spec.template.spec.containers[0].resources.limits."
+                              "memory: limit 0.06 GiB; measured peak ")

@@ -136,10 +136,13 @@ def test_an_adapter_rule_in_the_manifests_makes_the_charts_hpa_metric_known(tmp_
     assert judged.verdict == PASS and "avg_time_queue_us (from nv_inference_queue_duration_us)" in judged.message
 
 
-def test_quantities_and_a_cloud_repository():
+def test_quantities_and_a_repository_that_is_no_mount(tmp_path):
     assert (quantity("4Gi"), quantity("512M"), quantity("500m"), quantity(2)) == (4 * 2**30, 512e6, 0.5, 2.0)
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         quantity("lots")
     deployment, hpa = yaml.safe_load_all(ONPREM.read_text())
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][1] == "--model-repository=/models"
-    assert NOT_APPLICABLE == "not applicable" and hpa["kind"] == "HorizontalPodAutoscaler"
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"][1] = "--model-repository=s3://bucket/models"
+    path = tmp_path / "cloud.yaml"
+    path.write_text(yaml.safe_dump_all([deployment, hpa]))
+    judged = judge_all(path)["model-repository-read-only"]
+    assert judged.verdict == NOT_APPLICABLE and "s3://bucket/models: not a mounted volume" in judged.message

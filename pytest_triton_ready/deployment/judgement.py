@@ -32,7 +32,7 @@ class Measured:
     missing: dict[str, str] = field(default_factory=dict)
 
     def why_missing(self, name: str) -> str:
-        return self.missing.get(name, f"{name.replace('_', ' ')} was not measured in this run")
+        return self.missing.get(name, f"not measured in this run ({name})")
 
 
 @dataclass(frozen=True)

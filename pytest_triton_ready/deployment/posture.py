@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .judgement import NOT_APPLICABLE, Judgement, Measured, dig, flag_value, judgement
+from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured, dig, flag_value, judgement
 from .manifest import Manifest
 from .reading import Document, TritonContainer
 
@@ -54,7 +54,7 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
         names = [(n, _metric_name(m)) for n, m in enumerate(dig(hpa.body, "spec", "metrics") or [])
                  if m.get("type") not in RESOURCE_METRICS]
         if measured.exported_metrics is None:
-            judgements.append(Judgement("hpa-metrics", "incomplete", f"the autoscaler scales on "
+            judgements.append(Judgement("hpa-metrics", INCOMPLETE, f"the autoscaler scales on "
                                         f"{[n for _, n in names]}: {measured.why_missing('exported_metrics')}",
                                         where, "spec.metrics"))
             continue
@@ -66,7 +66,7 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
                    + (f"not exported by this server: {', '.join(str(name) for _, name in unknown)}" if unknown else
                       "every one is exported by this server"))
         judgements.append(Judgement(
-            "hpa-metrics", "fail" if unknown else "pass", message, where, fields,
+            "hpa-metrics", FAIL if unknown else PASS, message, where, fields,
             manifest_value=[name for _, name in names], measured=len(measured.exported_metrics),
             measured_label="metric names the server exports",
             fix=None if not unknown else "scale on a metric the server exports (nv_inference_queue_duration_us, "

@@ -8,7 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tritonclient.utils import InferenceServerException
+
+from ..errors import TritonReadyError
 from ..facts import Facts
+from ..metrics import MetricsError
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured
 from .manifest import Manifest
@@ -33,14 +37,19 @@ def limits(check: Any) -> dict[str, ThresholdValue]:
 
 def run_measured(check: Any, triton: Any, facts: Facts) -> Measured:
     """This run's measurements: the facts, the in-scope models' configs and the exported metric names."""
+    configs: dict[str, Any] | None = {}
     try:
-        configs: dict[str, Any] | None = {m: triton.client.model_config(m) for m in triton.models()}
-    except Exception:  # a model config the server will not give: the rules that need it are INCOMPLETE
+        for model in triton.models():
+            try:
+                configs[model] = triton.client.model_config(model)
+            except InferenceServerException:  # not loaded: the server serves none of it, nothing to fit
+                continue
+    except (TritonReadyError, OSError):  # the server stopped answering: the rules that need configs are INCOMPLETE
         configs = None
     try:
         exported, why = frozenset(triton.scrape_metrics().names), None
-    except Exception as error:  # an unreachable metrics endpoint: the autoscaler rule is INCOMPLETE
-        exported, why = None, str(error).splitlines()[0] if str(error) else type(error).__name__
+    except MetricsError as error:  # the autoscaler rule is then INCOMPLETE, naming it
+        exported, why = None, str(error)
     return measured_from(facts, configs, exported, why, check.threshold("soak_leak_min_duration_s").value)
 
 
