@@ -75,6 +75,7 @@ class Capacity(Fact):
     instances: int
     slo_p99_ms: float | None = None
     lower_bound: bool = False  # the sweep stopped at its bound while throughput still rose
+    server_cpu_cores: float | None = None  # the server's CPU at that point; None where its processes are not visible
 
 
 @dataclass(frozen=True)

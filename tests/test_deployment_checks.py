@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 ONPREM = Path(__file__).parent / "data" / "deployments" / "k8s-onprem.yaml"
 DEPLOYMENT = "test_deployment.py"
 CHECKS = ("test_deployment_probes_cover_measured_start", "test_deployment_grace_period_covers_measured_drain",
@@ -80,3 +82,25 @@ def test_a_memory_limit_below_the_soaks_peak_fails_naming_file_field_and_peak(ru
     finding = next(f["message"] for f in memory["findings"] if f["message"].startswith("memory-limit:"))
     assert finding.startswith(f"memory-limit: {twin} document 0: spec.template.spec.containers[0].resources.limits."
                               "memory: limit 0.06 GiB; measured peak ")
+
+
+def test_a_cpu_limit_below_what_the_server_used_at_capacity_fails(run_checklist, tmp_path):
+    deployment, hpa = yaml.safe_load_all(ONPREM.read_text())
+    deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "100m"
+    manifest = tmp_path / "rendered.yaml"
+    manifest.write_text(yaml.safe_dump_all([deployment, hpa]))
+    short = ("--triton-threshold=load_warmup_s=0.3", "--triton-threshold=load_window_s=0.4",
+             "--triton-threshold=load_min_duration_s=1.2", "--triton-threshold=load_min_requests=30",
+             "--triton-threshold=load_max_windows=6", "--triton-threshold=load_stability_tolerance=0.6",
+             "--triton-threshold=curve_max_concurrency=8")
+    run = run_checklist("test_performance.py", DEPLOYMENT, url=None,
+                        args=("--triton-launch=embedded", "--triton-models=scale", "--triton-slo-p99-ms=500",
+                              "-k", "throughput_latency_curve or cpu_limit", f"--triton-deployment={manifest}",
+                              "--triton-kubernetes-version=1.25.0", *short))
+    perf2 = run.result("test_throughput_latency_curve")
+    used = _value(perf2, "server CPU at the capacity point")
+    cpu = run.result("test_deployment_cpu_limit_keeps_measured_capacity")
+    assert _value(cpu, "cpu-limit: CPU cores at capacity") == used
+    assert cpu["verdict"] == "fail" and _rules(cpu) == {"cpu-limit": False}  # 0.1 cores cannot carry it
+    assert any(f"limit 0.1 cores; {used:.2f} cores used by the server at PERF-2's capacity" in f["message"]
+               for f in cpu["findings"])

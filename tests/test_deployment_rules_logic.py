@@ -16,7 +16,7 @@ from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture
 from pytest_triton_ready.deployment.probes import judge_probes
 from pytest_triton_ready.deployment.resources import judge_resources
 from pytest_triton_ready.deployment.termination import judge_termination
-from pytest_triton_ready.facts import Drain, Facts, ServerStart, SoakMemory
+from pytest_triton_ready.facts import Capacity, Drain, Facts, ServerStart, SoakMemory
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 DATA = Path(__file__).parent / "data" / "deployments"
@@ -146,3 +146,22 @@ def test_quantities_and_a_repository_that_is_no_mount(tmp_path):
     path.write_text(yaml.safe_dump_all([deployment, hpa]))
     judged = judge_all(path)["model-repository-read-only"]
     assert judged.verdict == NOT_APPLICABLE and "s3://bucket/models: not a mounted volume" in judged.message
+
+
+def test_the_cpu_limit_against_the_servers_cpu_at_capacity(tmp_path):
+    deployment, hpa = yaml.safe_load_all(ONPREM.read_text())
+    deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "1500m"
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump_all([deployment, hpa]))
+    facts = Facts()
+    unknown = judge_all(path, measured_from(facts, {}, TRITON_METRICS, None, 600.0))["cpu-limit"]
+    assert unknown.verdict == INCOMPLETE and "test_throughput_latency_curve (PERF-2)" in unknown.message
+    facts.publish(Capacity("scale", 400.0, 41.5, 8, 2, server_cpu_cores=None))
+    attached = judge_all(path, measured_from(facts, {}, TRITON_METRICS, None, 600.0))["cpu-limit"]
+    assert attached.verdict == INCOMPLETE and "not visible from this runner" in attached.message
+    facts.publish(Capacity("scale", 400.0, 41.5, 8, 2, server_cpu_cores=1.4))
+    throttled = judge_all(path, measured_from(facts, {}, TRITON_METRICS, None, 600.0))["cpu-limit"]
+    assert throttled.verdict == FAIL and throttled.manifest_value == 1.5 and throttled.measured == 1.4
+    assert "1.40 cores used by the server at PERF-2's capacity x (1 + 0.2) = 1.68 needed" in throttled.message
+    facts.publish(Capacity("scale", 400.0, 41.5, 8, 2, server_cpu_cores=1.0))
+    assert judge_all(path, measured_from(facts, {}, TRITON_METRICS, None, 600.0))["cpu-limit"].verdict == PASS

@@ -1,5 +1,5 @@
-"""What this run measured, gathered for the deployment's rules: the facts PERF-3 and PERF-4 left
-(start-to-ready, drain, memory peak and slope), the models' configs (python backend, KIND_GPU
+"""What this run measured, gathered for the deployment's rules: the facts PERF-2, PERF-3 and PERF-4
+left (the server's CPU at capacity, start-to-ready, drain, memory peak and slope), the models' configs (python backend, KIND_GPU
 instance groups) and the metric names the server exports; each one missing says why."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..facts import Drain, Facts, ServerStart, SoakMemory
+from ..facts import Capacity, Drain, Facts, ServerStart, SoakMemory
 from .judgement import Measured
 
 
@@ -47,9 +47,14 @@ def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, ex
         slope, slope_high = memory.slope_mb_h, memory.slope_high_mb_h
         if slope is None:
             missing["memory_slope_mb_h"] = "PERF-3's soak read too few memory samples after warm-up to fit a slope"
-    missing["cpu_cores_at_capacity"] = ("the server's CPU use at PERF-2's capacity is not measured by this run: "
-                                        "the capacity in the report is valid only on a node with the cores this "
-                                        "run's server had, not within this limit")
+    capacities = facts.of(Capacity)
+    cores = [c.server_cpu_cores for c in capacities.values() if c.server_cpu_cores is not None]
+    if not capacities:
+        missing["cpu_cores_at_capacity"] = _not_published(Capacity, "the server's CPU at the measured capacity")
+    elif not cores:
+        missing["cpu_cores_at_capacity"] = ("PERF-2 measured the capacity but not the server's CPU at it: the "
+                                            "server's processes are not visible from this runner (an attached "
+                                            "server); the capacity in the report holds only outside this limit")
     if configs is None:
         missing["python_models"] = missing["gpus_needed"] = "the models' configs could not be read from the server"
     if exported is None:
@@ -58,6 +63,7 @@ def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, ex
         start_to_ready_s=start.ready_s if start else None, drain_s=drain.exit_s if drain else None,
         refused_after_sigterm=drain.refused_requests if drain else None,
         peak_rss_bytes=memory.peak_rss_bytes if memory else None, memory_slope_mb_h=slope,
+        cpu_cores_at_capacity=max(cores) if cores else None,
         memory_slope_high_mb_h=slope_high,
         python_models=None if configs is None else tuple(sorted(m for m, c in configs.items()
                                                                 if c.get("backend") == "python")),

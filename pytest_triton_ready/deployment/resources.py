@@ -98,9 +98,10 @@ def cpu_limit(container: TritonContainer, measured: Measured, limits: Mapping[st
                          f"{measured.why_missing('cpu_cores_at_capacity')}", manifest_value=limit, threshold=headroom)
     needed = measured.cpu_cores_at_capacity * (1 + headroom.value)
     return judgement("cpu-limit", limit >= needed, container, "resources.limits.cpu",
-                     f"limit {limit:g} cores; {measured.cpu_cores_at_capacity:.2f} cores used at capacity x "
+                     f"limit {limit:g} cores; {measured.cpu_cores_at_capacity:.2f} cores used by the server at "
+                     f"PERF-2's capacity x "
                      f"(1 + {headroom.value:g}) = {needed:.2f} needed", manifest_value=limit,
-                     measured=round(measured.cpu_cores_at_capacity, 2), measured_label="CPU cores at capacity",
+                     measured=measured.cpu_cores_at_capacity, measured_label="CPU cores at capacity",
                      threshold=headroom, fix=f"resources.limits.cpu: {needed:.1f} or more, or state the capacity "
                                              "measured inside this limit")
 

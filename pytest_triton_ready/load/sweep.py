@@ -7,7 +7,7 @@ steps failed, publishes no capacity."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import progress
@@ -27,6 +27,7 @@ from .curve import (
 from .judged import record_reuse
 from .measured_models import budget_note
 from .profile import ModelProfile
+from .server_cpu import ServerCpu
 from .server_record import record_step_failures
 
 
@@ -97,18 +98,21 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
                             max_concurrency=limits.cap or limits.search_max_concurrency, min_gain=limits.min_gain,
                             target_throughput=prof.min_throughput)
     curve = Curve(search)
+    cpu = ServerCpu(getattr(health, "target", None))  # a health watch without a target: no process to read
     while (concurrency := search.next_level(curve.points)) is not None:
         progress.step(f"{model}: concurrency {concurrency} (point {len(curve.points) + 1}, "
                       f"search bound {search.max_concurrency})")
         # Warm-up once per model: later points follow traffic that already warmed the model.
         rules = load.rules() if not curve.points else load.rules(warmup_s=0.0)
+        cpu.start()
         m = load.measure(model, concurrency=concurrency, rules=rules, reuse=True,
                          judge=search.point_rules(curve.points, concurrency, limits.drop_tolerance))
+        cores = cpu.cores()
         record_reuse(check, model, f"concurrency {concurrency}", m)
         if health.observe(m, model=model, label=f"concurrency {concurrency}"):
             curve.died = True  # the rest of the curve would measure a broken model
             break
-        curve.points.append(CurvePoint.measured(concurrency, m))
+        curve.points.append(replace(CurvePoint.measured(concurrency, m), server_cpu_cores=cores))
         if prof.steps and not curve.step_failed:
             curve.step_failed = record_step_failures(check, m, model, step_times(m.server, list(prof.steps)))
         if m.problem():
@@ -182,8 +186,11 @@ def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: Sweep
     found = Capacity(model, max_throughput_within_slo_infer_s=float(best.throughput_infer_s) if best else 0.0,
                      p99_ms=float(best.p99_ms if best else trusted[0].p99_ms),
                      concurrency=int(best.concurrency if best else trusted[0].concurrency),
-                     instances=int(prof.instances), slo_p99_ms=prof.slo_p99_ms, lower_bound=lower_bound)
+                     instances=int(prof.instances), slo_p99_ms=prof.slo_p99_ms, lower_bound=lower_bound,
+                     server_cpu_cores=best.server_cpu_cores if best else None)
     facts.publish(found)
+    if found.server_cpu_cores is not None:
+        check.measure("server CPU at the capacity point", found.server_cpu_cores, "cores", model=model)
     check.measure("max throughput within SLO", round(found.max_throughput_within_slo_infer_s, 1),
                   "infer/s", model=model)
     check.measure("capacity is a lower bound", "yes" if lower_bound else "no", model=model)
