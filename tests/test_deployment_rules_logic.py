@@ -62,6 +62,20 @@ def test_the_unchanged_chart_is_judged_on_every_rule_its_own_values_included():
     assert judged["hpa-metrics"].manifest_value == ["avg_time_queue_us"]
 
 
+@pytest.mark.parametrize(("chart", "budget"), [("gcp", "livenessProbe: 0 + 3 x 10 = 30 s"),
+                                               ("aws", "livenessProbe: 0 + 3 x 10 = 30 s")])
+def test_the_cloud_charts_are_judged_on_every_rule_but_the_autoscaler_they_lack(chart, budget):
+    judged = judge_all(DATA / f"{chart}.yaml")
+    assert set(judged) == RULES - {"hpa-metrics"}
+    start = judged["startup-budget"]  # no startupProbe: the liveness probe's Kubernetes defaults are the budget
+    assert start.field == "spec.template.spec.containers[0].livenessProbe" and budget in start.message
+    assert start.verdict == PASS and start.manifest_value == 30
+    assert judged["model-repository-read-only"].verdict == NOT_APPLICABLE  # gs:// or s3://, not a mount
+    assert judged["liveness-path"].verdict == PASS and judged["grace-period-exit-timeout"].verdict == FAIL
+    slow = judge_all(DATA / f"{chart}.yaml", Measured(start_to_ready_s=25.0))["startup-budget"]
+    assert slow.verdict == FAIL and "failureThreshold: 4" in slow.fix  # 25 s x 1.5 needs 4 x 10 s
+
+
 @pytest.mark.parametrize(("twin", "rule", "field", "words"), [
     ("liveness-on-ready", "liveness-path", "spec.template.spec.containers[0].livenessProbe.httpGet.path",
      "livenessProbe asks /v2/health/ready"),

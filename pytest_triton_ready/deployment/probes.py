@@ -77,7 +77,7 @@ def startup_budget(container: TritonContainer, measured: Measured,
     return judgement(
         "startup-budget", budget >= needed, container, name,
         f"{formula}; measured start-to-ready {measured.start_to_ready_s:.1f} s x (1 + {margin.value:g}) = "
-        f"{needed:.1f} s needed", manifest_value=budget, measured=round(measured.start_to_ready_s, 2),
+        f"{needed:.1f} s needed", manifest_value=budget, measured=measured.start_to_ready_s,
         measured_label="start-to-ready time", threshold=margin,
         fix=f"{name}.failureThreshold: {math.ceil((needed - probe.get('initialDelaySeconds', 0)) / period)} (with "
             f"periodSeconds {period}), or a startupProbe if there is none, so the pod is not restarted while its "

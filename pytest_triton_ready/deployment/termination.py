@@ -57,7 +57,7 @@ def grace_covers_drain(container: TritonContainer, measured: Measured,
     return judgement(
         "grace-period-drain", grace >= needed, container, "pod:terminationGracePeriodSeconds",
         f"{_grace_text(container)}; preStop {stop:g} s + measured drain {measured.drain_s:.1f} s + margin "
-        f"{margin.value:g} s = {needed:.1f} s needed", manifest_value=grace, measured=round(measured.drain_s, 2),
+        f"{margin.value:g} s = {needed:.1f} s needed", manifest_value=grace, measured=measured.drain_s,
         measured_label="drain under traffic (SIGTERM until exit)", threshold=margin,
         fix=f"terminationGracePeriodSeconds: {int(needed) + 1}, so the kubelet does not SIGKILL (exit 137) a "
             "server still draining")
