@@ -6,7 +6,7 @@ a rule whose measurement this run lacks makes its check INCOMPLETE naming it, ne
 
 import pytest
 
-from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture
+from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture, replicas_and_disruption_budget
 from pytest_triton_ready.deployment.probes import judge_probes
 from pytest_triton_ready.deployment.recording import deployment_or_not_applicable, limits, record, run_measured
 from pytest_triton_ready.deployment.resources import judge_resources
@@ -91,6 +91,17 @@ def test_deployment_autoscaler_scales_on_exported_metrics(triton, triton_run, tr
     if not judgements:
         check.not_applicable(f"{manifest.path}: no HorizontalPodAutoscaler scales the Triton workload")
     record(check, judgements)
+
+
+@pytest.mark.triton_check("OPS-2")
+def test_deployment_keeps_a_replica_through_drains_and_rollouts(triton_run, check):
+    """At least two replicas and a PodDisruptionBudget keep a replica serving through drains and rollouts.
+
+    spec.replicas (or the autoscaler's minReplicas, where one scales the workload) is at least 2, and
+    a PodDisruptionBudget selects the pods: with one replica, every node drain, rollout and restart
+    is an outage for as long as the models take to load."""
+    manifest = deployment_or_not_applicable(check, triton_run)
+    record(check, [replicas_and_disruption_budget(manifest, c) for c in manifest.containers])
 
 
 @pytest.mark.triton_check("SEC-1")

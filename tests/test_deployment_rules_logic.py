@@ -12,7 +12,7 @@ import yaml
 from pytest_triton_ready.deployment.judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Measured, quantity
 from pytest_triton_ready.deployment.manifest import read_manifest
 from pytest_triton_ready.deployment.measured import gpus_needed, measured_from
-from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture
+from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture, replicas_and_disruption_budget
 from pytest_triton_ready.deployment.probes import judge_probes
 from pytest_triton_ready.deployment.resources import judge_resources
 from pytest_triton_ready.deployment.termination import judge_termination
@@ -31,7 +31,8 @@ MEASURED = Measured(start_to_ready_s=4.2, drain_s=1.3, refused_after_sigterm=0, 
                     exported_metrics=TRITON_METRICS)
 RULES = {"liveness-path", "readiness-path", "startup-budget", "grace-period-drain", "grace-period-exit-timeout",
          "pre-stop-delay", "memory-limit", "memory-time-to-limit", "memory-request", "cpu-limit", "dev-shm",
-         "gpu-limit", "hpa-metrics", "image-pinned", "run-as-non-root", "model-repository-read-only"}
+         "gpu-limit", "hpa-metrics", "image-pinned", "run-as-non-root", "model-repository-read-only",
+         "replicas-and-disruption-budget"}
 
 
 def judge_all(path: Path, measured: Measured = MEASURED) -> dict[str, object]:
@@ -39,7 +40,8 @@ def judge_all(path: Path, measured: Measured = MEASURED) -> dict[str, object]:
     (container,) = manifest.containers
     judgements = [*judge_probes(container, measured, LIMITS), *judge_termination(container, measured, LIMITS),
                   *(j for group in judge_resources(container, measured, LIMITS).values() for j in group),
-                  *hpa_metrics(manifest, container, measured), *judge_posture(container)]
+                  *hpa_metrics(manifest, container, measured), *judge_posture(container),
+                  replicas_and_disruption_budget(manifest, container)]
     return {j.rule: j for j in judgements}
 
 
@@ -51,7 +53,7 @@ def test_the_unchanged_chart_is_judged_on_every_rule_its_own_values_included():
         "grace-period-exit-timeout": FAIL, "pre-stop-delay": PASS, "memory-limit": FAIL,
         "memory-time-to-limit": INCOMPLETE, "memory-request": PASS, "cpu-limit": PASS, "dev-shm": FAIL,
         "gpu-limit": PASS, "hpa-metrics": FAIL, "image-pinned": PASS, "run-as-non-root": PASS,
-        "model-repository-read-only": FAIL}
+        "model-repository-read-only": FAIL, "replicas-and-disruption-budget": FAIL}
     budget = judged["startup-budget"]
     assert budget.manifest_value == 300 and budget.measured == 4.2  # the chart's 30 x 10 s, not assumed good
     assert budget.field == "spec.template.spec.containers[0].startupProbe"
@@ -179,3 +181,20 @@ def test_the_cpu_limit_against_the_servers_cpu_at_capacity(tmp_path):
     assert "1.40 cores used by the server at PERF-2's capacity x (1 + 0.2) = 1.68 needed" in throttled.message
     facts.publish(Capacity("scale", 400.0, 41.5, 8, 2, server_cpu_cores=1.0))
     assert judge_all(path, measured_from(facts, {}, TRITON_METRICS, None, 600.0))["cpu-limit"].verdict == PASS
+
+
+def test_two_replicas_need_a_disruption_budget_that_selects_their_pods(tmp_path):
+    deployment, hpa = yaml.safe_load_all(ONPREM.read_text())
+    chart = judge_all(ONPREM)["replicas-and-disruption-budget"]
+    assert chart.manifest_value == 1 and "(the autoscaler's minReplicas); no PodDisruptionBudget" in chart.message
+    hpa["spec"]["minReplicas"] = 2
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "triton"},
+              "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "other"}}}}
+    path = tmp_path / "rendered.yaml"
+    path.write_text(yaml.safe_dump_all([deployment, hpa, budget]))
+    elsewhere = judge_all(path)["replicas-and-disruption-budget"]
+    assert elsewhere.verdict == FAIL and "no PodDisruptionBudget selects the pods" in elsewhere.message
+    budget["spec"]["selector"]["matchLabels"] = {"app": "triton-inference-server", "release": "example"}
+    path.write_text(yaml.safe_dump_all([deployment, hpa, budget]))
+    judged = judge_all(path)["replicas-and-disruption-budget"]
+    assert judged.verdict == PASS and judged.field == "spec.replicas" and judged.manifest_value == 2

@@ -12,6 +12,7 @@ import yaml
 
 from pytest_triton_ready.deployment.manifest import read_manifest
 from pytest_triton_ready.deployment.reading import DeploymentError
+from pytest_triton_ready.policy import plan_block
 from pytest_triton_ready.settings import SettingsError, build_settings
 
 ONPREM = Path(__file__).parent / "data" / "deployments" / "k8s-onprem.yaml"
@@ -52,3 +53,10 @@ def test_an_invalid_manifest_stops_the_run_with_one_line_and_exit_code_4(tmp_pat
     assert lines == [f"ERROR: triton-ready: --triton-deployment from cli: {broken} document 0 (Deployment): field "
                      "spec.template.spec.containers.0.livenessProbe.periodSeconds: 'ten' is not of type 'integer', 'null' "
                      "(Kubernetes 1.30.0 schema)"]
+
+
+def test_the_run_plan_names_the_deployment_and_its_kubernetes_version():
+    text = plan_block(build_settings({"triton_deployment": str(ONPREM), "triton_kubernetes_version": "1.25.0"}, {},
+                                     environ={}))
+    assert f"  deployment: {ONPREM} (Kubernetes 1.25.0 schemas), its probes, grace period and limits judged" in text
+    assert "deployment:" not in plan_block(build_settings({}, {}, environ={}))

@@ -1,5 +1,6 @@
 """Scaling and posture: every HorizontalPodAutoscaler metric of the workload is one the server
-exports (or a metrics-adapter rule in the manifests derives from one); the image is pinned (a tag
+exports (or a metrics-adapter rule in the manifests derives from one); at least two replicas with a
+PodDisruptionBudget, so a node drain or a rollout never takes the last one; the image is pinned (a tag
 other than latest, or a digest); the container cannot run as root; the model repository is
 mounted read-only."""
 
@@ -74,6 +75,32 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
                                          "that derives the name from one, in the manifests: an autoscaler on a "
                                          "metric that does not exist never scales"))
     return judgements
+
+
+def _selects(budget: Document, container: TritonContainer) -> bool:
+    wanted = dig(budget.body, "spec", "selector", "matchLabels") or {}
+    labels = dig(container.document.body, "spec", "template", "metadata", "labels") or {}
+    return bool(wanted) and all(labels.get(key) == value for key, value in wanted.items())
+
+
+def replicas_and_disruption_budget(manifest: Manifest, container: TritonContainer) -> Judgement:
+    """At least two replicas (spec.replicas, or the autoscaler's minReplicas) and a
+    PodDisruptionBudget that selects the pods: one replica is an outage at every drain and restart."""
+    workload = container.document.body
+    replicas = 1 if container.document.kind == "Pod" else int(dig(workload, "spec", "replicas") or 1)
+    floors = [int(dig(h.body, "spec", "minReplicas") or 1) for h in manifest.of_kind("HorizontalPodAutoscaler")
+              if _scales(h, container)]
+    least = max(floors) if floors else replicas
+    budgets = [d for d in manifest.of_kind("PodDisruptionBudget") if _selects(d, container)]
+    source = "the autoscaler's minReplicas" if floors else "spec.replicas"
+    message = (f"{least} replica(s) at least ({source}); "
+               + (f"PodDisruptionBudget {dig(budgets[0].body, 'metadata', 'name')!r} selects the pods" if budgets
+                  else "no PodDisruptionBudget selects the pods"))
+    return judgement("replicas-and-disruption-budget", least >= 2 and bool(budgets), container, "/spec.replicas",
+                     message, manifest_value=least,
+                     fix="replicas: 2 or more (minReplicas: 2 on the autoscaler) and a PodDisruptionBudget with "
+                         "maxUnavailable: 1 selecting the pods: a drain, a rollout or a restart then never takes "
+                         "the last replica while its models load")
 
 
 def image_pinned(container: TritonContainer) -> Judgement:
