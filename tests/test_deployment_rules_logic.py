@@ -8,15 +8,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from default_settings import default_settings
 
 from pytest_triton_ready.deployment.judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Measured, quantity
 from pytest_triton_ready.deployment.manifest import read_manifest
 from pytest_triton_ready.deployment.measured import gpus_needed, measured_from
 from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture, replicas_and_disruption_budget
 from pytest_triton_ready.deployment.probes import judge_probes
+from pytest_triton_ready.deployment.recording import HOW_TO_GIVE_ONE, deployment_or_not_applicable, record
 from pytest_triton_ready.deployment.resources import judge_resources
 from pytest_triton_ready.deployment.termination import judge_termination
 from pytest_triton_ready.facts import Capacity, Drain, Facts, ServerStart, SoakMemory
+from pytest_triton_ready.recorder import CheckRecorder
+from pytest_triton_ready.report.model import Result
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 DATA = Path(__file__).parent / "data" / "deployments"
@@ -198,3 +202,29 @@ def test_two_replicas_need_a_disruption_budget_that_selects_their_pods(tmp_path)
     path.write_text(yaml.safe_dump_all([deployment, hpa, budget]))
     judged = judge_all(path)["replicas-and-disruption-budget"]
     assert judged.verdict == PASS and judged.field == "spec.replicas" and judged.manifest_value == 2
+
+
+def _recorder() -> CheckRecorder:
+    return CheckRecorder(Result("PERF-4", "operations", "t", "checks/test_deployment.py::t"), default_settings())
+
+
+def test_a_check_records_each_judgement_and_is_incomplete_only_where_nothing_failed():
+    unmeasured = judge_all(ONPREM, measured_from(Facts(), {}, TRITON_METRICS, None, 600.0))
+    check = _recorder()
+    with pytest.raises(pytest.skip.Exception, match="incomplete: startup-budget: startupProbe: 0 \\+ 30 x 10"):
+        record(check, [unmeasured["liveness-path"], unmeasured["startup-budget"]])
+    assert check.result.verdict.value == "incomplete"
+    assert [j.rule for j in check.result.judgements] == ["liveness-path"]
+    assert any(s.name == "startup-budget: spec.template.spec.containers[0].startupProbe" and s.value == 300
+               for s in check.result.settings)
+    failing = _recorder()
+    record(failing, [unmeasured["grace-period-exit-timeout"], unmeasured["grace-period-drain"]])
+    assert failing.failed and failing.result.verdict.value != "incomplete"
+    assert failing.errors[0].message.startswith(f"grace-period-exit-timeout: {ONPREM} document 0: "
+                                                "spec.template.spec.terminationGracePeriodSeconds: ")
+    assert failing.result.recommendations[0].startswith(f"{ONPREM} document 0: spec.template.spec."
+                                                        "terminationGracePeriodSeconds: terminationGracePeriodSeconds: 35")
+    absent = _recorder()
+    with pytest.raises(pytest.skip.Exception, match="--triton-deployment=rendered.yaml"):
+        deployment_or_not_applicable(absent, type("Run", (), {"deployment": None})())
+    assert absent.result.reason == HOW_TO_GIVE_ONE

@@ -42,7 +42,7 @@ class Judgement:
     rule: str
     verdict: str
     message: str  # the comparison in one sentence (or, INCOMPLETE, what is missing)
-    file: str
+    file: str  # "FILE document N": the file and the document within it
     field: str  # the manifest field judged, from the document's root
     manifest_value: Any = None
     measured: float | int | str | None = None
