@@ -46,6 +46,9 @@ def test_the_chart_is_judged_against_what_this_run_measured(run_checklist):
     assert _value(probes, "startup-budget: start-to-ready time") == _value(crash, "time from SIGKILL until ready")
     assert _rules(probes) == {"liveness-path": True, "readiness-path": True, "startup-budget": True}
     assert any("startupProbe: 0 + 30 x 10 = 300 s" in j["measured"] for j in probes["judgements"])
+    # the embedded server is Triton 2.51 (nvidia-pytriton 0.7.0): its ready endpoint hides a dead python stub
+    assert any("a dead python backend stub leaves /v2/health/ready at 200" in j["measured"]
+               for j in probes["judgements"])
 
     grace = run.result("test_deployment_grace_period_covers_measured_drain")
     assert grace["verdict"] == "fail"  # Kubernetes' 30 s grace period is not more than Triton's 30 s exit timeout

@@ -228,3 +228,14 @@ def test_a_check_records_each_judgement_and_is_incomplete_only_where_nothing_fai
     with pytest.raises(pytest.skip.Exception, match="--triton-deployment=rendered.yaml"):
         deployment_or_not_applicable(absent, type("Run", (), {"deployment": None})())
     assert absent.result.reason == HOW_TO_GIVE_ONE
+
+
+def test_the_readiness_probe_states_its_detection_time_and_a_release_blind_to_dead_stubs():
+    old = judge_all(ONPREM, Measured(python_models=("scale",), server_version="2.51.0"))["readiness-path"]
+    assert old.verdict == PASS  # the path is right; what Triton 2.51 answers is said beside it
+    assert "takes the pod out of the endpoints 15 s after it stops being ready" in old.message
+    assert "on Triton 2.51.0 a dead python backend stub leaves /v2/health/ready at 200" in old.message
+    new = judge_all(ONPREM, Measured(python_models=("scale",), server_version="2.68.0"))["readiness-path"]
+    assert "dead python backend stub" not in new.message
+    no_python = judge_all(ONPREM, Measured(python_models=(), server_version="2.51.0"))["readiness-path"]
+    assert "dead python backend stub" not in no_python.message

@@ -29,6 +29,7 @@ class Measured:
     python_models: tuple[str, ...] | None = None
     gpus_needed: dict[str, int] | None = None  # model with KIND_GPU instances -> GPUs its groups reference
     exported_metrics: frozenset[str] | None = None
+    server_version: str | None = None  # GET /v2: which readiness sees a dead python stub
     missing: dict[str, str] = field(default_factory=dict)
 
     def why_missing(self, name: str) -> str:

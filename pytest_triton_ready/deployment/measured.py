@@ -27,7 +27,7 @@ def gpus_needed(configs: Mapping[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, exported: frozenset[str] | None,
-                  why_not_exported: str | None, leak_min_s: float) -> Measured:
+                  why_not_exported: str | None, leak_min_s: float, server_version: str | None = None) -> Measured:
     """The run's measurements; `configs` the models in scope (None where they could not be read)."""
     missing: dict[str, str] = {}
     start, drain, memory = facts.get(ServerStart), facts.get(Drain), facts.get(SoakMemory)
@@ -67,4 +67,5 @@ def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, ex
         memory_slope_high_mb_h=slope_high,
         python_models=None if configs is None else tuple(sorted(m for m, c in configs.items()
                                                                 if c.get("backend") == "python")),
-        gpus_needed=None if configs is None else gpus_needed(configs), exported_metrics=exported, missing=missing)
+        gpus_needed=None if configs is None else gpus_needed(configs), exported_metrics=exported,
+        server_version=server_version, missing=missing)

@@ -5,6 +5,7 @@ covers the start-to-ready time this run measured, with a margin."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 from ..thresholds import ThresholdValue
@@ -36,14 +37,44 @@ def liveness_path(container: TritonContainer) -> Judgement:
                      manifest_value=path, fix=fix)
 
 
-def readiness_path(container: TritonContainer) -> Judgement:
+# Triton releases whose ready endpoints reflect a dead python backend stub (server issues #7230, #8604)
+MODEL_READY_SEES_DEAD_STUB, SERVER_READY_SEES_DEAD_STUB = (2, 64), (2, 68)
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    parts = re.findall(r"\d+", text or "")
+    return tuple(int(p) for p in parts[:2]) if len(parts) >= 2 else None
+
+
+def blind_to_dead_stubs(path: str | None, measured: Measured) -> str:
+    """The sentence that says a readiness probe cannot see a dead python stub on this server's
+    release, or '' where it can (or nothing says)."""
+    version = _version(measured.server_version)
+    if version is None or not measured.python_models or not path:
+        return ""
+    sees = SERVER_READY_SEES_DEAD_STUB if path == READY else MODEL_READY_SEES_DEAD_STUB
+    if version >= sees:
+        return ""
+    return (f"; on Triton {measured.server_version} a dead python backend stub leaves {path} at 200 (model "
+            "readiness reflects it from 2.64, server readiness from 2.68): this probe cannot see a dead instance of "
+            f"{', '.join(measured.python_models)}, only real inferences can (PERF-4's dead-instance experiment)")
+
+
+def readiness_path(container: TritonContainer, measured: Measured) -> Judgement:
     """Readiness asks /v2/health/ready (or /v2/models/M/ready): traffic goes only to a server
-    whose models are ready."""
+    whose models are ready. Its detection time (periodSeconds x failureThreshold) is stated, and
+    where this server's release keeps the endpoint at 200 with a dead python stub, that too."""
     probe = container.container.get("readinessProbe")
     path = _path(probe)
     good = path == READY or bool(path and path.startswith("/v2/models/") and path.endswith("/ready"))
-    message = ("no readinessProbe: traffic reaches the pod before its models are loaded" if probe is None
-               else f"readinessProbe asks {path or 'no HTTP path'}, the rule is {READY} or /v2/models/M/ready")
+    if probe is None:
+        message = "no readinessProbe: traffic reaches the pod before its models are loaded"
+    else:
+        detection = (probe.get("periodSeconds", PROBE_DEFAULTS["periodSeconds"])
+                     * probe.get("failureThreshold", PROBE_DEFAULTS["failureThreshold"]))
+        message = (f"readinessProbe asks {path or 'no HTTP path'}, the rule is {READY} or /v2/models/M/ready; it "
+                   f"takes the pod out of the endpoints {detection:g} s after it stops being ready"
+                   + blind_to_dead_stubs(path, measured))
     return judgement("readiness-path", good, container, "readinessProbe.httpGet.path", message,
                      manifest_value=path, fix=f"readinessProbe.httpGet.path: {READY}")
 
@@ -86,4 +117,5 @@ def startup_budget(container: TritonContainer, measured: Measured,
 
 def judge_probes(container: TritonContainer, measured: Measured,
                  limits: Mapping[str, ThresholdValue]) -> list[Judgement]:
-    return [liveness_path(container), readiness_path(container), startup_budget(container, measured, limits)]
+    return [liveness_path(container), readiness_path(container, measured),
+            startup_budget(container, measured, limits)]

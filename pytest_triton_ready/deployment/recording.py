@@ -50,7 +50,11 @@ def run_measured(check: Any, triton: Any, facts: Facts) -> Measured:
         exported, why = frozenset(triton.scrape_metrics().names), None
     except MetricsError as error:  # the autoscaler rule is then INCOMPLETE, naming it
         exported, why = None, str(error)
-    return measured_from(facts, configs, exported, why, check.threshold("soak_leak_min_duration_s").value)
+    try:
+        version = triton.client.server_metadata().get("version")
+    except (InferenceServerException, TritonReadyError, OSError):
+        version = None
+    return measured_from(facts, configs, exported, why, check.threshold("soak_leak_min_duration_s").value, version)
 
 
 def _sentence(judgement: Judgement) -> str:
