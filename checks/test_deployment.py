@@ -6,9 +6,16 @@ a rule whose measurement this run lacks makes its check INCOMPLETE naming it, ne
 
 import pytest
 
+from pytest_triton_ready.deployment.arguments import model_control_mode, restricted_apis
 from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture, replicas_and_disruption_budget
 from pytest_triton_ready.deployment.probes import judge_probes
-from pytest_triton_ready.deployment.recording import deployment_or_not_applicable, limits, record, run_measured
+from pytest_triton_ready.deployment.recording import (
+    deployment_or_not_applicable,
+    limits,
+    record,
+    required_restricted,
+    run_measured,
+)
 from pytest_triton_ready.deployment.resources import judge_resources
 from pytest_triton_ready.deployment.termination import judge_termination
 
@@ -104,11 +111,24 @@ def test_deployment_keeps_a_replica_through_drains_and_rollouts(triton_run, chec
     record(check, [replicas_and_disruption_budget(manifest, c) for c in manifest.containers])
 
 
+@pytest.mark.triton_check("OPS-1")
+def test_deployment_model_control_mode_is_not_poll(triton_run, check):
+    """The container's --model-control-mode is none or explicit, never poll.
+
+    Poll mode loads whatever appears in the repository (half-copied files included) with no
+    rehearsed step; Triton's documentation calls it not recommended for production."""
+    manifest = deployment_or_not_applicable(check, triton_run)
+    record(check, [model_control_mode(c) for c in manifest.containers])
+
+
 @pytest.mark.triton_check("SEC-1")
-def test_deployment_image_pinned_non_root_models_read_only(triton_run, check):
-    """The image is pinned, the container cannot run as root, and the model repository is read-only.
+def test_deployment_image_pinned_non_root_models_read_only(triton_run, triton_settings, check):
+    """The image is pinned, the container cannot run as root, the models are read-only and the APIs restricted.
 
     The image names a digest or a tag other than latest; runAsNonRoot is true or runAsUser is not 0
-    (container or pod); the volume holding --model-repository is mounted readOnly: true."""
+    (container or pod); the volume holding --model-repository is mounted readOnly: true; the
+    container's --http-restricted-api and --grpc-restricted-protocol restrict every API category
+    SEC-1 requires (security.restricted_apis) on each protocol the server serves."""
     manifest = deployment_or_not_applicable(check, triton_run)
-    record(check, [j for c in manifest.containers for j in judge_posture(c)])
+    required = required_restricted(triton_settings)
+    record(check, [j for c in manifest.containers for j in [*judge_posture(c), restricted_apis(c, required)]])

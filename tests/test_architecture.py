@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "expectations", "pipelines", "addresses", "yamlschema",
                     "deployment", "deployment.reading", "deployment.validation", "deployment.manifest",
                     "deployment.judgement", "deployment.probes", "deployment.termination", "deployment.resources",
-                    "deployment.posture", "deployment.measured", "thresholds", "redaction",
+                    "deployment.posture", "deployment.measured", "deployment.arguments", "thresholds", "redaction",
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
                     "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),

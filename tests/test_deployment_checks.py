@@ -13,7 +13,7 @@ DEPLOYMENT = "test_deployment.py"
 CHECKS = ("test_deployment_probes_cover_measured_start", "test_deployment_grace_period_covers_measured_drain",
           "test_deployment_memory_limit_covers_measured_peak", "test_deployment_cpu_limit_keeps_measured_capacity",
           "test_deployment_shm_and_gpus_fit_the_models", "test_deployment_autoscaler_scales_on_exported_metrics",
-          "test_deployment_keeps_a_replica_through_drains_and_rollouts",
+          "test_deployment_keeps_a_replica_through_drains_and_rollouts", "test_deployment_model_control_mode_is_not_poll",
           "test_deployment_image_pinned_non_root_models_read_only")
 
 
@@ -71,7 +71,9 @@ def test_the_chart_is_judged_against_what_this_run_measured(run_checklist):
     assert _rules(run.result("test_deployment_keeps_a_replica_through_drains_and_rollouts")) == {
         "replicas-and-disruption-budget": False}  # one replica (the HPA's minReplicas 1), no PodDisruptionBudget
     posture = run.result("test_deployment_image_pinned_non_root_models_read_only")
-    assert _rules(posture) == {"image-pinned": True, "run-as-non-root": True, "model-repository-read-only": False}
+    assert _rules(posture) == {"image-pinned": True, "run-as-non-root": True, "model-repository-read-only": False,
+                               "restricted-apis": False}  # the chart restricts no API
+    assert _rules(run.result("test_deployment_model_control_mode_is_not_poll")) == {"model-control-mode": True}
     assert any(f"{ONPREM} document 0: spec.template.spec.containers[0].volumeMounts[0].readOnly" in f["message"]
                for f in posture["findings"])
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from default_settings import default_settings
 
+from pytest_triton_ready.deployment.arguments import model_control_mode, restricted_apis
 from pytest_triton_ready.deployment.judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Measured, quantity
 from pytest_triton_ready.deployment.manifest import read_manifest
 from pytest_triton_ready.deployment.measured import gpus_needed, measured_from
@@ -21,6 +22,7 @@ from pytest_triton_ready.deployment.termination import judge_termination
 from pytest_triton_ready.facts import Capacity, Drain, Facts, ServerStart, SoakMemory
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
+from pytest_triton_ready.security.restricted import REQUIRED_BY_DEFAULT
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 DATA = Path(__file__).parent / "data" / "deployments"
@@ -36,7 +38,7 @@ MEASURED = Measured(start_to_ready_s=4.2, drain_s=1.3, refused_after_sigterm=0, 
 RULES = {"liveness-path", "readiness-path", "startup-budget", "grace-period-drain", "grace-period-exit-timeout",
          "pre-stop-delay", "memory-limit", "memory-time-to-limit", "memory-request", "cpu-limit", "dev-shm",
          "gpu-limit", "hpa-metrics", "image-pinned", "run-as-non-root", "model-repository-read-only",
-         "replicas-and-disruption-budget"}
+         "replicas-and-disruption-budget", "model-control-mode", "restricted-apis"}
 
 
 def judge_all(path: Path, measured: Measured = MEASURED) -> dict[str, object]:
@@ -45,7 +47,8 @@ def judge_all(path: Path, measured: Measured = MEASURED) -> dict[str, object]:
     judgements = [*judge_probes(container, measured, LIMITS), *judge_termination(container, measured, LIMITS),
                   *(j for group in judge_resources(container, measured, LIMITS).values() for j in group),
                   *hpa_metrics(manifest, container, measured), *judge_posture(container),
-                  replicas_and_disruption_budget(manifest, container)]
+                  replicas_and_disruption_budget(manifest, container), model_control_mode(container),
+                  restricted_apis(container, REQUIRED_BY_DEFAULT)]
     return {j.rule: j for j in judgements}
 
 
@@ -57,7 +60,8 @@ def test_the_unchanged_chart_is_judged_on_every_rule_its_own_values_included():
         "grace-period-exit-timeout": FAIL, "pre-stop-delay": PASS, "memory-limit": FAIL,
         "memory-time-to-limit": INCOMPLETE, "memory-request": PASS, "cpu-limit": PASS, "dev-shm": FAIL,
         "gpu-limit": PASS, "hpa-metrics": FAIL, "image-pinned": PASS, "run-as-non-root": PASS,
-        "model-repository-read-only": FAIL, "replicas-and-disruption-budget": FAIL}
+        "model-repository-read-only": FAIL, "replicas-and-disruption-budget": FAIL, "model-control-mode": PASS,
+        "restricted-apis": FAIL}
     budget = judged["startup-budget"]
     assert budget.manifest_value == 300 and budget.measured == 4.2  # the chart's 30 x 10 s, not assumed good
     assert budget.field == "spec.template.spec.containers[0].startupProbe"
@@ -239,3 +243,22 @@ def test_the_readiness_probe_states_its_detection_time_and_a_release_blind_to_de
     assert "dead python backend stub" not in new.message
     no_python = judge_all(ONPREM, Measured(python_models=(), server_version="2.51.0"))["readiness-path"]
     assert "dead python backend stub" not in no_python.message
+
+
+def test_the_server_arguments_poll_mode_and_restricted_apis_per_protocol(tmp_path):
+    aws = judge_all(DATA / "aws.yaml")["model-control-mode"]
+    assert aws.verdict == FAIL and aws.field == "spec.template.spec.containers[0].args[2]"
+    assert aws.message == "--model-control-mode=poll" and "explicit" in aws.fix
+    assert judge_all(ONPREM)["model-control-mode"].message == "--model-control-mode=none (Triton's default)"
+    open_apis = judge_all(ONPREM)["restricted-apis"]
+    assert ("HTTP (--http-restricted-api) leaves model-repository, shared-memory, logging, trace open; gRPC "
+            "(--grpc-restricted-protocol) leaves model-repository, shared-memory, logging, trace open") in \
+        open_apis.message
+    deployment, hpa = yaml.safe_load_all(ONPREM.read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["args"] += ["--http-restricted-api=model-repository,shared-memory:admin-key=${KEY}",
+                          "--http-restricted-api=logging,trace:admin-key=${KEY}", "--allow-grpc=false"]
+    path = tmp_path / "restricted.yaml"
+    path.write_text(yaml.safe_dump_all([deployment, hpa]))
+    judged = judge_all(path)["restricted-apis"]
+    assert judged.verdict == PASS and judged.message.endswith("restricted on HTTP")  # gRPC is not served

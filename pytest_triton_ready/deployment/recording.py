@@ -13,6 +13,7 @@ from tritonclient.utils import InferenceServerException
 from ..errors import TritonReadyError
 from ..facts import Facts
 from ..metrics import MetricsError
+from ..security.restricted import REQUIRED_BY_DEFAULT
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured
 from .manifest import Manifest
@@ -28,6 +29,11 @@ def deployment_or_not_applicable(check: Any, run: Any) -> Manifest:
     if run.deployment is None:
         check.not_applicable(HOW_TO_GIVE_ONE)
     return run.deployment
+
+
+def required_restricted(settings: Any) -> list[str]:
+    """The API categories SEC-1 requires restricted (security.restricted_apis, else its default)."""
+    return list(settings.section_model("security").restricted_apis or REQUIRED_BY_DEFAULT)
 
 
 def limits(check: Any) -> dict[str, ThresholdValue]:
