@@ -7,7 +7,12 @@ a rule whose measurement this run lacks makes its check INCOMPLETE naming it, ne
 import pytest
 
 from pytest_triton_ready.deployment.arguments import model_control_mode, restricted_apis
-from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture, replicas_and_disruption_budget
+from pytest_triton_ready.deployment.posture import (
+    hpa_metrics,
+    judge_posture,
+    replicas_and_disruption_budget,
+    rollout_capacity,
+)
 from pytest_triton_ready.deployment.probes import judge_probes
 from pytest_triton_ready.deployment.recording import (
     deployment_or_not_applicable,
@@ -109,6 +114,19 @@ def test_deployment_keeps_a_replica_through_drains_and_rollouts(triton_run, chec
     is an outage for as long as the models take to load."""
     manifest = deployment_or_not_applicable(check, triton_run)
     record(check, [replicas_and_disruption_budget(manifest, c) for c in manifest.containers])
+
+
+@pytest.mark.triton_check("OPS-2", run_last=True)
+def test_deployment_rollout_keeps_the_declared_peak(triton, triton_run, triton_facts, check):
+    """During a rolling update the replicas left serving carry the declared peak of every model.
+
+    (replicas, or the autoscaler's minReplicas, - maxUnavailable, Kubernetes' default 25% rounded
+    down) x PERF-2's capacity within SLO of one replica (the server under test) must reach OPS-2's
+    declared peak with headroom for every model; a Recreate strategy serves nothing meanwhile.
+    Without PERF-2's capacity or OPS-2's plan (operations.peak) the check is INCOMPLETE."""
+    manifest = deployment_or_not_applicable(check, triton_run)
+    measured = run_measured(check, triton, triton_facts)
+    record(check, [rollout_capacity(manifest, c, measured) for c in manifest.containers])
 
 
 @pytest.mark.triton_check("OPS-1")

@@ -14,6 +14,7 @@ CHECKS = ("test_deployment_probes_cover_measured_start", "test_deployment_grace_
           "test_deployment_memory_limit_covers_measured_peak", "test_deployment_cpu_limit_keeps_measured_capacity",
           "test_deployment_shm_and_gpus_fit_the_models", "test_deployment_autoscaler_scales_on_exported_metrics",
           "test_deployment_keeps_a_replica_through_drains_and_rollouts", "test_deployment_model_control_mode_is_not_poll",
+          "test_deployment_rollout_keeps_the_declared_peak",
           "test_deployment_image_pinned_non_root_models_read_only")
 
 
@@ -74,6 +75,8 @@ def test_the_chart_is_judged_against_what_this_run_measured(run_checklist):
     assert _rules(posture) == {"image-pinned": True, "run-as-non-root": True, "model-repository-read-only": False,
                                "restricted-apis": False}  # the chart restricts no API
     assert _rules(run.result("test_deployment_model_control_mode_is_not_poll")) == {"model-control-mode": True}
+    rollout = run.result("test_deployment_rollout_keeps_the_declared_peak")  # PERF-2 and OPS-2 did not run here
+    assert rollout["verdict"] == "incomplete" and "test_throughput_latency_curve (PERF-2)" in rollout["reason"]
     assert any(f"{ONPREM} document 0: spec.template.spec.containers[0].volumeMounts[0].readOnly" in f["message"]
                for f in posture["findings"])
 
@@ -101,10 +104,13 @@ def test_a_cpu_limit_below_what_the_server_used_at_capacity_fails(run_checklist,
              "--triton-threshold=load_min_duration_s=1.2", "--triton-threshold=load_min_requests=30",
              "--triton-threshold=load_max_windows=6", "--triton-threshold=load_stability_tolerance=0.6",
              "--triton-threshold=curve_max_concurrency=8")
-    run = run_checklist("test_performance.py", DEPLOYMENT, url=None,
+    config = tmp_path / "triton-ready.yaml"
+    config.write_text("operations:\n  capacity:\n    peak_rate: {scale: 20}\n    fleet: {gpus: 1}\n")
+    run = run_checklist("test_performance.py", "test_operations.py", DEPLOYMENT, url=None,
                         args=("--triton-launch=embedded", "--triton-models=scale", "--triton-slo-p99-ms=500",
-                              "-k", "throughput_latency_curve or cpu_limit", f"--triton-deployment={manifest}",
-                              "--triton-kubernetes-version=1.25.0", *short))
+                              "-k", "throughput_latency_curve or cpu_limit or capacity_plan or rollout",
+                              f"--triton-deployment={manifest}", "--triton-kubernetes-version=1.25.0",
+                              f"--triton-config={config}", *short))
     perf2 = run.result("test_throughput_latency_curve")
     used = _value(perf2, "server CPU at the capacity point")
     cpu = run.result("test_deployment_cpu_limit_keeps_measured_capacity")
@@ -112,3 +118,8 @@ def test_a_cpu_limit_below_what_the_server_used_at_capacity_fails(run_checklist,
     assert cpu["verdict"] == "fail" and _rules(cpu) == {"cpu-limit": False}  # 0.1 cores cannot carry it
     assert any(f"limit 0.1 cores; {used:.2f} cores used by the server at PERF-2's capacity" in f["message"]
                for f in cpu["findings"])
+    # one replica (the HPA's minReplicas), none unavailable in a rollout: PERF-2's capacity against OPS-2's 20 x 1.3
+    rollout = run.result("test_deployment_rollout_keeps_the_declared_peak")
+    capacity = run.report["facts"]["perf.capacity"]["scale"]["max_throughput_within_slo_infer_s"]
+    assert rollout["verdict"] == ("pass" if capacity >= 26 else "fail"), rollout
+    assert any(f"scale 1 x {capacity:.0f} infer/s against 26 needed" in j["measured"] for j in rollout["judgements"])

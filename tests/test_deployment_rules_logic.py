@@ -14,12 +14,17 @@ from pytest_triton_ready.deployment.arguments import model_control_mode, restric
 from pytest_triton_ready.deployment.judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Measured, quantity
 from pytest_triton_ready.deployment.manifest import read_manifest
 from pytest_triton_ready.deployment.measured import gpus_needed, measured_from
-from pytest_triton_ready.deployment.posture import hpa_metrics, judge_posture, replicas_and_disruption_budget
+from pytest_triton_ready.deployment.posture import (
+    hpa_metrics,
+    judge_posture,
+    replicas_and_disruption_budget,
+    rollout_capacity,
+)
 from pytest_triton_ready.deployment.probes import judge_probes
 from pytest_triton_ready.deployment.recording import HOW_TO_GIVE_ONE, deployment_or_not_applicable, record
 from pytest_triton_ready.deployment.resources import judge_resources
 from pytest_triton_ready.deployment.termination import judge_termination
-from pytest_triton_ready.facts import Capacity, Drain, Facts, ServerStart, SoakMemory
+from pytest_triton_ready.facts import Capacity, CapacityPlan, Drain, Facts, ServerStart, SoakMemory
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
 from pytest_triton_ready.security.restricted import REQUIRED_BY_DEFAULT
@@ -38,7 +43,7 @@ MEASURED = Measured(start_to_ready_s=4.2, drain_s=1.3, refused_after_sigterm=0, 
 RULES = {"liveness-path", "readiness-path", "startup-budget", "grace-period-drain", "grace-period-exit-timeout",
          "pre-stop-delay", "memory-limit", "memory-time-to-limit", "memory-request", "cpu-limit", "dev-shm",
          "gpu-limit", "hpa-metrics", "image-pinned", "run-as-non-root", "model-repository-read-only",
-         "replicas-and-disruption-budget", "model-control-mode", "restricted-apis"}
+         "replicas-and-disruption-budget", "model-control-mode", "restricted-apis", "rollout-capacity"}
 
 
 def judge_all(path: Path, measured: Measured = MEASURED) -> dict[str, object]:
@@ -47,7 +52,8 @@ def judge_all(path: Path, measured: Measured = MEASURED) -> dict[str, object]:
     judgements = [*judge_probes(container, measured, LIMITS), *judge_termination(container, measured, LIMITS),
                   *(j for group in judge_resources(container, measured, LIMITS).values() for j in group),
                   *hpa_metrics(manifest, container, measured), *judge_posture(container),
-                  replicas_and_disruption_budget(manifest, container), model_control_mode(container),
+                  replicas_and_disruption_budget(manifest, container), rollout_capacity(manifest, container, measured),
+                  model_control_mode(container),
                   restricted_apis(container, REQUIRED_BY_DEFAULT)]
     return {j.rule: j for j in judgements}
 
@@ -61,7 +67,7 @@ def test_the_unchanged_chart_is_judged_on_every_rule_its_own_values_included():
         "memory-time-to-limit": INCOMPLETE, "memory-request": PASS, "cpu-limit": PASS, "dev-shm": FAIL,
         "gpu-limit": PASS, "hpa-metrics": FAIL, "image-pinned": PASS, "run-as-non-root": PASS,
         "model-repository-read-only": FAIL, "replicas-and-disruption-budget": FAIL, "model-control-mode": PASS,
-        "restricted-apis": FAIL}
+        "restricted-apis": FAIL, "rollout-capacity": INCOMPLETE}
     budget = judged["startup-budget"]
     assert budget.manifest_value == 300 and budget.measured == 4.2  # the chart's 30 x 10 s, not assumed good
     assert budget.field == "spec.template.spec.containers[0].startupProbe"
@@ -262,3 +268,30 @@ def test_the_server_arguments_poll_mode_and_restricted_apis_per_protocol(tmp_pat
     path.write_text(yaml.safe_dump_all([deployment, hpa]))
     judged = judge_all(path)["restricted-apis"]
     assert judged.verdict == PASS and judged.message.endswith("restricted on HTTP")  # gRPC is not served
+
+
+def test_the_replicas_left_serving_during_a_rollout_carry_the_declared_peak(tmp_path):
+    facts = Facts()
+    facts.publish(Capacity("scale", 400.0, 41.5, 8, 2))
+
+    def judged(deployment, hpa, required):
+        plan = CapacityPlan("shared", 1, 1, True, {"scale": {"required_infer_s": required, "per_instance_infer_s": 200}})
+        facts.publish(plan)
+        path = tmp_path / "rendered.yaml"
+        path.write_text(yaml.safe_dump_all([deployment, hpa]))
+        return judge_all(path, measured_from(facts, {}, TRITON_METRICS, None, 600.0))["rollout-capacity"]
+
+    deployment, hpa = yaml.safe_load_all(ONPREM.read_text())
+    one = judged(deployment, hpa, 260.0)  # 25% of one replica rounds down to 0 unavailable
+    assert one.verdict == PASS and "1 replica(s), maxUnavailable 0: 1 serving during a rollout" in one.message
+    assert "scale 1 x 400 infer/s against 260 needed" in one.message and one.field == "spec.strategy"
+    assert judged(deployment, hpa, 500.0).verdict == FAIL
+    hpa["spec"]["minReplicas"] = 4
+    deployment["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%"}}
+    half = judged(deployment, hpa, 700.0)
+    assert half.verdict == PASS and "4 replica(s), maxUnavailable 2: 2 serving" in half.message
+    deployment["spec"]["strategy"] = {"type": "Recreate"}
+    recreate = judged(deployment, hpa, 1.0)
+    assert recreate.verdict == FAIL and "Recreate: none serving during a rollout" in recreate.message
+    no_plan = judge_all(ONPREM, measured_from(Facts(), {}, TRITON_METRICS, None, 600.0))["rollout-capacity"]
+    assert no_plan.verdict == INCOMPLETE and "test_throughput_latency_curve (PERF-2)" in no_plan.message

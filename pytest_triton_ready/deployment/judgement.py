@@ -30,6 +30,8 @@ class Measured:
     gpus_needed: dict[str, int] | None = None  # model with KIND_GPU instances -> GPUs its groups reference
     exported_metrics: frozenset[str] | None = None
     server_version: str | None = None  # GET /v2: which readiness sees a dead python stub
+    replica_capacity: dict[str, float] | None = None  # model -> PERF-2's capacity within SLO (one server = one pod)
+    required_at_peak: dict[str, float] | None = None  # model -> OPS-2's declared peak with headroom
     missing: dict[str, str] = field(default_factory=dict)
 
     def why_missing(self, name: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..facts import Capacity, Drain, Facts, ServerStart, SoakMemory
+from ..facts import Capacity, CapacityPlan, Drain, Facts, ServerStart, SoakMemory
 from .judgement import Measured
 
 
@@ -55,6 +55,11 @@ def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, ex
         missing["cpu_cores_at_capacity"] = ("PERF-2 measured the capacity but not the server's CPU at it: the "
                                             "server's processes are not visible from this runner (an attached "
                                             "server); the capacity in the report holds only outside this limit")
+    plan = facts.get(CapacityPlan)
+    if not capacities:
+        missing["replica_capacity"] = _not_published(Capacity, "the capacity of one replica")
+    if plan is None:
+        missing["required_at_peak"] = _not_published(CapacityPlan, "the declared peak (operations.peak)")
     if configs is None:
         missing["python_models"] = missing["gpus_needed"] = "the models' configs could not be read from the server"
     if exported is None:
@@ -68,4 +73,7 @@ def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, ex
         python_models=None if configs is None else tuple(sorted(m for m, c in configs.items()
                                                                 if c.get("backend") == "python")),
         gpus_needed=None if configs is None else gpus_needed(configs), exported_metrics=exported,
-        server_version=server_version, missing=missing)
+        server_version=server_version,
+        replica_capacity={m: c.max_throughput_within_slo_infer_s for m, c in capacities.items()} or None,
+        required_at_peak={m: float(p["required_infer_s"]) for m, p in plan.models.items()
+                          if p.get("required_infer_s") is not None} if plan else None, missing=missing)

@@ -1,6 +1,7 @@
 """Scaling and posture: every HorizontalPodAutoscaler metric of the workload is one the server
 exports (or a metrics-adapter rule in the manifests derives from one); at least two replicas with a
-PodDisruptionBudget, so a node drain or a rollout never takes the last one; the image is pinned (a tag
+PodDisruptionBudget, so a node drain or a rollout never takes the last one, and the replicas left
+serving during a rolling update carry the declared peak; the image is pinned (a tag
 other than latest, or a digest); the container cannot run as root; the model repository is
 mounted read-only."""
 
@@ -86,11 +87,8 @@ def _selects(budget: Document, container: TritonContainer) -> bool:
 def replicas_and_disruption_budget(manifest: Manifest, container: TritonContainer) -> Judgement:
     """At least two replicas (spec.replicas, or the autoscaler's minReplicas) and a
     PodDisruptionBudget that selects the pods: one replica is an outage at every drain and restart."""
-    workload = container.document.body
-    replicas = 1 if container.document.kind == "Pod" else int(dig(workload, "spec", "replicas") or 1)
-    floors = [int(dig(h.body, "spec", "minReplicas") or 1) for h in manifest.of_kind("HorizontalPodAutoscaler")
-              if _scales(h, container)]
-    least = max(floors) if floors else replicas
+    floors = [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]
+    least = _least_replicas(manifest, container)
     budgets = [d for d in manifest.of_kind("PodDisruptionBudget") if _selects(d, container)]
     source = "the autoscaler's minReplicas" if floors else "spec.replicas"
     message = (f"{least} replica(s) at least ({source}); "
@@ -101,6 +99,45 @@ def replicas_and_disruption_budget(manifest: Manifest, container: TritonContaine
                      fix="replicas: 2 or more (minReplicas: 2 on the autoscaler) and a PodDisruptionBudget with "
                          "maxUnavailable: 1 selecting the pods: a drain, a rollout or a restart then never takes "
                          "the last replica while its models load")
+
+
+def _least_replicas(manifest: Manifest, container: TritonContainer) -> int:
+    replicas = 1 if container.document.kind == "Pod" else int(dig(container.document.body, "spec", "replicas") or 1)
+    floors = [int(dig(h.body, "spec", "minReplicas") or 1) for h in manifest.of_kind("HorizontalPodAutoscaler")
+              if _scales(h, container)]
+    return max(floors) if floors else replicas
+
+
+def _unavailable(value: Any, replicas: int) -> int:
+    """maxUnavailable as pods: a percentage rounds down, as Kubernetes does (default 25%)."""
+    text = str(value if value is not None else "25%")
+    return int(replicas * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+
+
+def rollout_capacity(manifest: Manifest, container: TritonContainer, measured: Measured) -> Judgement:
+    """During a rolling update (replicas - maxUnavailable) x one replica's capacity (PERF-2) carries
+    the declared peak with headroom (OPS-2) for every model; a Recreate strategy serves nothing."""
+    least = _least_replicas(manifest, container)
+    strategy = dig(container.document.body, "spec", "strategy") or {}
+    recreate = strategy.get("type") == "Recreate" or container.document.kind != "Deployment"
+    down = least if recreate else _unavailable(dig(strategy, "rollingUpdate", "maxUnavailable"), least)
+    serving = max(least - down, 0)
+    shown = (f"{least} replica(s), {'Recreate: none' if recreate else f'maxUnavailable {down}: {serving}'} "
+             "serving during a rollout")
+    if measured.replica_capacity is None or measured.required_at_peak is None:
+        missing = "replica_capacity" if measured.replica_capacity is None else "required_at_peak"
+        return judgement("rollout-capacity", None, container, "/spec.strategy",
+                         f"{shown}: {measured.why_missing(missing)}", manifest_value=serving)
+    short = {m: (serving * measured.replica_capacity.get(m, 0.0), need)
+             for m, need in measured.required_at_peak.items()
+             if serving * measured.replica_capacity.get(m, 0.0) < need}
+    carried = ", ".join(f"{m} {serving} x {measured.replica_capacity.get(m, 0.0):.0f} infer/s against "
+                        f"{need:.0f} needed" for m, need in sorted(measured.required_at_peak.items()))
+    return judgement("rollout-capacity", not short, container, "/spec.strategy", f"{shown}; {carried}",
+                     manifest_value=serving, measured=min(measured.replica_capacity.values()),
+                     measured_label="capacity of one replica within SLO (infer/s, lowest model)",
+                     fix="more replicas (minReplicas) or a rolling update with maxUnavailable: 0 and maxSurge: 1, so "
+                         "that the pods left serving during a rollout carry the declared peak")
 
 
 def image_pinned(container: TritonContainer) -> Judgement:
