@@ -22,6 +22,7 @@ from pytest_triton_ready.faults.judges import judge_dead_instance, judge_reload,
 from pytest_triton_ready.faults.recording import (
     fault_model,
     publish_outcome,
+    publish_start_and_drain,
     record_outcome,
     recorded_and_judgeable,
     seconds,
@@ -88,7 +89,7 @@ def test_dead_instance_is_reported_and_recovers(faults, check, triton_settings, 
 
 
 @pytest.mark.triton_check("PERF-4")
-def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
+def test_server_crash_restart_answers_correctly(faults, check, triton_settings, triton_facts):
     """After a crash (SIGKILL) and restart the server answers correctly within server_restart_max_s.
 
     The launcher starts it again on the same ports; the first correct answer is the same output
@@ -96,12 +97,13 @@ def test_server_crash_restart_answers_correctly(faults, check, triton_settings):
     decoupled model (where no stateless unary model is in scope) traffic and probes are streamed:
     the first correct answer is the same tokens for the same prompt as before the crash."""
     outcome = faults.server_restart(fault_model(faults, check))
+    publish_start_and_drain(triton_facts, outcome)
     if recorded_and_judgeable(faults, check, outcome):
         judge_server_restart(check, outcome, faults.plan.recovery_timeout_s, faults.plan.protocol)
 
 
 @pytest.mark.triton_check("PERF-4")
-def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings, triton):
+def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings, triton, triton_facts):
     """SIGTERM under traffic drops readiness first, loses no request, and the server exits in time.
 
     Readiness must stop answering 200 within shutdown_ready_drop_max_s and before the exit; requests
@@ -112,5 +114,6 @@ def test_sigterm_under_traffic_is_graceful(faults, check, triton_settings, trito
     SIGTERM with streams in flight."""
     defer_to_streaming(check, triton)
     outcome = faults.graceful_shutdown(fault_model(faults, check, streaming=False))
+    publish_start_and_drain(triton_facts, outcome)
     if recorded_and_judgeable(faults, check, outcome):
         judge_sigterm(check, outcome)

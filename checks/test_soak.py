@@ -16,6 +16,7 @@ from pytest_triton_ready.soak import JournalError, PlanError, build_plan, journa
 from pytest_triton_ready.soak.conclusion import conclude, skipped_reason
 from pytest_triton_ready.soak.evidence import IDENTITY_LABEL, judge_on_evidence
 from pytest_triton_ready.soak.identity import identity_of
+from pytest_triton_ready.soak.memory import publish_memory
 from pytest_triton_ready.soak.session import gpu_instance_models, soak_target
 from pytest_triton_ready.soak.status_line import ProgressLine
 
@@ -65,5 +66,6 @@ def test_soak_stability(triton, triton_settings, triton_facts, triton_run, load,
         health.finish()
     if outcome.end_reason == "interrupted":
         request.session.shouldstop = "the soak was interrupted"
+    publish_memory(triton_facts, outcome.windows, plan.warmup_s, plan.limits)
     conclude(check, plan, outcome, identity, triton_settings.triton_soak_evidence, gpu.unavailable_reason,
              lambda: gpu_instance_models(triton.client, models))

@@ -77,6 +77,7 @@ class Capacity(Fact):
     lower_bound: bool = False  # the sweep stopped at its bound while throughput still rose
     throughput_low_infer_s: float | None = None  # the low end of the capacity's confidence interval
     level: float | None = None  # that interval's confidence
+    server_cpu_cores: float | None = None  # the server's CPU at that point; None where its processes are not visible
 
 
 @dataclass(frozen=True)
@@ -222,8 +223,52 @@ class DeadInstances(Fact):
         return cls(model, tuple(data))
 
 
+@dataclass(frozen=True)
+class ServerStart(Fact):
+    """PERF-4's crash + restart: the time from SIGKILL until the restarted server was ready, the
+    start-to-ready time a startup probe must cover."""
+
+    producer: ClassVar[CheckRef] = CheckRef("PERF-4", "test_server_crash_restart_answers_correctly")
+    key: ClassVar[str] = "faults.server_start"
+    label: ClassVar[str] = "the measured start-to-ready time"
+
+    ready_s: float
+
+
+@dataclass(frozen=True)
+class Drain(Fact):
+    """PERF-4's SIGTERM under traffic: from the signal until the process exited, and the requests
+    refused meanwhile; what a pod's grace period and preStop delay must cover."""
+
+    producer: ClassVar[CheckRef] = CheckRef("PERF-4", "test_sigterm_under_traffic_is_graceful")
+    key: ClassVar[str] = "faults.drain"
+    label: ClassVar[str] = "the measured drain under traffic"
+
+    exit_s: float
+    refused_requests: int
+    exit_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SoakMemory(Fact):
+    """PERF-3's server memory: the peak RSS of the server's process tree and its fitted slope after
+    warm-up (with the slope's interval); `leak_judged` False when the soak was too short to tell
+    growth from warm-up."""
+
+    producer: ClassVar[CheckRef] = CheckRef("PERF-3", "test_soak_stability")
+    key: ClassVar[str] = "soak.memory"
+    label: ClassVar[str] = "the soak's server memory peak and slope"
+
+    peak_rss_bytes: float
+    slope_mb_h: float | None
+    slope_high_mb_h: float | None
+    span_s: float
+    leak_judged: bool
+
+
 KINDS: tuple[type[Fact], ...] = (Capacity, TargetLoad, StreamingCapacity, StreamingTargetLoad, HotReload,
-                                 VersionRollout, CapacityPlan, MetricLayers, DeadInstances)
+                                 VersionRollout, CapacityPlan, MetricLayers, DeadInstances, ServerStart, Drain,
+                                 SoakMemory)
 BY_KEY: dict[str, type[Fact]] = {kind.key: kind for kind in KINDS}
 
 

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from .addresses import host_port as _host_port
 from .addresses import load_cluster as _load_cluster
+from .deployment import DEFAULT_KUBERNETES_VERSION
 from .launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES
 from .launchers.schema import DEFAULT_SHM_SIZE, container_help
 from .launchers.ulimits import DEFAULT_ULIMITS
@@ -157,6 +158,13 @@ def _grpc_address(text: str) -> str:
     return text
 
 
+def _kubernetes_version(text: str) -> str:
+    text = str(text).strip().removeprefix("v")
+    if not re.fullmatch(r"\d+\.\d+\.\d+", text):
+        raise ValueError(f"expected a Kubernetes version MAJOR.MINOR.PATCH (1.30.0), got {text!r}")
+    return text
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("triton_url", "server.http_url", "HTTP URL of the Triton server under test, e.g. http://host:8000.", _http_url, metavar="URL"),
     Option("triton_grpc_url", "server.grpc_url", "gRPC address (host:port); default: the HTTP host, port 8001 (or the launched server's).", _grpc_address, metavar="HOST:PORT"),
@@ -183,6 +191,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
     Option("triton_progress_after", "report.progress_after_s", "A check still running after this many seconds gets a progress line on the terminal (what it is doing: the curve point, the fault experiment's phase), again at each new step, and a heartbeat saying what the step waits for while it lasts; 0: from the start.", _non_negative_float, QUIET_S, "SECONDS"),
     Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
+    Option("triton_deployment", "deployment.manifests", "The deployment's rendered Kubernetes manifests (a file or a folder of *.yaml: `helm template` or `kustomize build` output), validated against --triton-kubernetes-version and judged against what this run measured (docs/deployment.md); none: the deployment checks are NOT APPLICABLE.", Path, None, "PATH"),
+    Option("triton_kubernetes_version", "deployment.kubernetes_version", "The Kubernetes version whose official schemas the manifests of --triton-deployment are validated against (an API it does not serve is refused).", _kubernetes_version, DEFAULT_KUBERNETES_VERSION, "VERSION"),
 )
 OPTION_BY_KEY = {option.key: option for option in OPTIONS}
 OPTION_BY_YAML = {option.yaml_path: option for option in OPTIONS}

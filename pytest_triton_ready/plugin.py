@@ -88,6 +88,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"triton-ready: {exc}") from None
     run = Run(settings)
     run.waivers = waivers
+    if settings.triton_deployment is not None:  # an invalid manifest stops the run before any check
+        from .deployment.manifest import read_manifest
+        from .deployment.reading import DeploymentError
+
+        try:
+            run.deployment = read_manifest(settings.triton_deployment, settings.triton_kubernetes_version)
+        except DeploymentError as exc:
+            raise pytest.UsageError(f"triton-ready: --triton-deployment from "
+                                    f"{settings.origins.get('triton_deployment')}: {exc}") from None
     if settings.redactor():
         config.pluginmanager.register(JunitRedaction(settings.redactor()), "triton-ready-junit-redaction")
     if settings.triton_budget:

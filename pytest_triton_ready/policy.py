@@ -238,6 +238,10 @@ def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: It
         mark = " (waived)" if check_id in waived else ""
         lines.append(f"    {check_id + mark:8} {text}")
     lines.extend(estimate_lines)
+    if settings.triton_deployment is not None:
+        lines.append(f"  deployment: {settings.triton_deployment} (Kubernetes {settings.triton_kubernetes_version} "
+                     "schemas), its probes, grace period and limits judged against this run's measurements "
+                     "(docs/deployment.md)")
     lines.append("  everything else reads only: health, repository index, configs, statistics, metrics, one "
                  "inference per model, malformed requests that a server refuses")
     return "\n".join(lines)

@@ -33,6 +33,7 @@ class Run:
     previous_sigterm: Any = None
     collection_errors: list[str] = field(default_factory=list)
     plan: list[str] = field(default_factory=list)  # the run plan's lines, as printed before the first check
+    deployment: Any = None  # deployment.manifest.Manifest from --triton-deployment, read before the first check
 
     def recorded(self) -> set[str]:
         return {r.nodeid for r in self.results}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .deployment import DEFAULT_KUBERNETES_VERSION
 from .errors import TritonReadyError
 from .expectations import parse_expectation
 from .input_data import InputData, InputDataError, load_input_data
@@ -82,6 +83,8 @@ class Settings:
     readiness_report: Path = Path("triton-ready-report")
     triton_progress_after: float = QUIET_S
     triton_baseline: Path | None = None
+    triton_deployment: Path | None = None
+    triton_kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     headers: dict[str, str] = field(default_factory=dict)
     url_secrets: list[str] = field(default_factory=list)  # credentials that were in a URL
     input_shapes: dict[str, dict[str, list[int]]] = field(default_factory=dict)

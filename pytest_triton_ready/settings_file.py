@@ -118,6 +118,14 @@ class RunSection(Section):
     budget: Annotated[str | float | None, _checked_by("triton_budget")] = _option_field("triton_budget")
 
 
+class DeploymentSection(Section):
+    """`deployment:`: the deployment's rendered manifests, judged against what the run measured."""
+
+    manifests: str | None = _option_field("triton_deployment")
+    kubernetes_version: Annotated[str | None, _checked_by("triton_kubernetes_version")] = _option_field(
+        "triton_kubernetes_version")
+
+
 class _FileBase(Section):
     """The sections this module owns; `file_model()` adds each phase's own."""
 
@@ -132,6 +140,7 @@ class _FileBase(Section):
     report: ReportSection | None = None
     container: ContainerSection | None = None
     run: RunSection | None = None
+    deployment: DeploymentSection | None = None
 
 
 # The keys that moved to their launcher's own section: new spelling -> the old one, still read.
@@ -169,5 +178,6 @@ def file_model() -> type[BaseModel]:
 def sections() -> dict[str, type[BaseModel]]:
     """The sections code reads through settings.section_model(name)."""
     own = {"server": ServerSection, "models": ModelsSection, "inputs": InputsSection, "report": ReportSection,
-           "container": ContainerSection, "run": RunSection}
+           "container": ContainerSection, "run": RunSection,
+           "deployment": DeploymentSection}
     return {**own, **phase_sections()}

@@ -13,7 +13,7 @@ SECTION_DOCS = {
     "inputs": "README.md", "report": "docs/report.md",
     "lint": "docs/config-rules.md", "performance": "docs/load-engine.md", "soak": "docs/soak.md",
     "faults": "docs/faults.md", "monitoring": "docs/monitoring.md", "operations": "docs/operations-security.md",
-    "security": "docs/operations-security.md", "fleet": "docs/fleet.md",
+    "security": "docs/operations-security.md", "fleet": "docs/fleet.md", "deployment": "docs/deployment.md",
 }
 
 

@@ -183,6 +183,13 @@ THRESHOLDS: dict[str, ThresholdSpec] = {
     "batching_queue_share_max": ThresholdSpec(0.40, "ratio", "CFG-2: largest share of server latency spent queued before advice is given", RATIO),
     "gpu_utilization_min": ThresholdSpec(0.70, "ratio", "GPU utilization under load: lower edge of the healthy band", RATIO),
     "gpu_utilization_max": ThresholdSpec(0.85, "ratio", "GPU utilization under load: upper edge of the healthy band", RATIO),
+    # the deployment's manifests against this run's measurements (--triton-deployment; docs/deployment.md)
+    "deployment_startup_margin": ThresholdSpec(0.5, "ratio", "the startup probe's budget must cover the measured start-to-ready time x (1 + this)", NON_NEGATIVE),
+    "deployment_grace_margin_s": ThresholdSpec(5.0, "s", "terminationGracePeriodSeconds must cover preStop + the measured drain + this", NON_NEGATIVE),
+    "deployment_memory_headroom": ThresholdSpec(0.2, "ratio", "the memory limit must be at least the measured peak RSS x (1 + this)", NON_NEGATIVE),
+    "deployment_memory_horizon_h": ThresholdSpec(24.0, "h", "at the soak's memory slope the pod must not reach its memory limit sooner than this (the restart interval a team relies on)", POSITIVE),
+    "deployment_cpu_headroom": ThresholdSpec(0.2, "ratio", "the CPU limit must be at least the CPU used at the measured capacity x (1 + this)", NON_NEGATIVE),
+    "deployment_shm_min_mib": ThresholdSpec(64.0, "MiB", "smallest sizeLimit of the memory-backed /dev/shm of a pod serving python backend models (a container's default /dev/shm is 64 MiB)", POSITIVE),
     # fleet (CFG-5, PERF-6, PERF-4 replica death; docs/fleet.md)
     "fleet_spread_max_deviation": ThresholdSpec(0.25, "ratio", "PERF-6: largest relative deviation of a replica's share of the traffic from its expected share (|share - expected| / expected)", NON_NEGATIVE),
     "fleet_capacity_ratio_min": ThresholdSpec(0.80, "ratio", "PERF-6: lowest fleet capacity through the balancer / the sum of the replicas' capacities measured one by one", RATIO),

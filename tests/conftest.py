@@ -60,6 +60,7 @@ SERVER_TESTS = frozenset({
     "test_a_failed_start_leaves_no_group_log_handle_or_working_directory",
     "test_declared_command_failure_and_timeout_are_clear",
     "test_an_unreachable_server_is_one_line_its_exit_code_and_a_report",
+    "test_an_invalid_manifest_stops_the_run_with_one_line_and_exit_code_4",
 })
 
 

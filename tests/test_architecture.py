@@ -25,7 +25,9 @@ NOT_PACKAGE_CODE = ("demo.*",)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("<package>", "errors", "progress", "commands", "budget", "input_data", "llm_inputs", "prompts",
                     "expectations", "pipelines", "addresses", "yamlschema",
-                    "deployment", "deployment.reading", "deployment.validation", "thresholds", "redaction",
+                    "deployment", "deployment.reading", "deployment.validation", "deployment.manifest",
+                    "deployment.judgement", "deployment.probes", "deployment.termination", "deployment.resources",
+                    "deployment.posture", "deployment.measured", "deployment.arguments", "thresholds", "redaction",
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
                     "recorder", "facts", "counterparts")),
     ("server", ("client", "metrics", "gpu", "models", "report.context")),

@@ -19,10 +19,13 @@ from pytest_triton_ready.facts import (
     CapacityPlan,
     CheckRef,
     DeadInstances,
+    Drain,
     FactMissing,
     Facts,
     HotReload,
     MetricLayers,
+    ServerStart,
+    SoakMemory,
     StreamingCapacity,
     TargetLoad,
     VersionRollout,
@@ -107,11 +110,17 @@ def test_the_report_keeps_the_facts_shape_and_reads_it_back():
     facts.publish(MetricLayers(({"layer": "cost", "name": "GPU utilization", "value": None, "unit": "ratio",
                                  "model": None, "note": "no GPU"},)))
     facts.publish(DeadInstances("scale", ({"instance": "scale_0_0", "check": "PERF-1", "recovered": True},)))
+    facts.publish(ServerStart(4.46))
+    facts.publish(Drain(3.77, 171, 30.0))
+    facts.publish(SoakMemory(211263488.0, 73.8, 90.3, 7.0, False))
     document = facts.to_json()
+    assert document["faults.server_start"] == {"ready_s": 4.46}
+    assert document["faults.drain"] == {"exit_s": 3.77, "refused_requests": 171, "exit_timeout_s": 30.0}
+    assert document["soak.memory"]["leak_judged"] is False
     assert document["perf.capacity"] == {"scale": {"max_throughput_within_slo_infer_s": 400.0, "p99_ms": 41.5,
                                                    "concurrency": 8, "instances": 2, "slo_p99_ms": 50.0,
                                                    "lower_bound": False, "throughput_low_infer_s": None,
-                                                   "level": None}}
+                                                   "level": None, "server_cpu_cores": None}}
     assert document["perf.target"] == {"scale": {"concurrency": 8}, "cached_sum": {"rate": 120.0}}
     assert document["faults.hot_reload"] == {"passed": False, "failed_requests": 37, "recovery_s": 4.2,
                                              "model": "scale", "incomplete": None}

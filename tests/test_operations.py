@@ -265,7 +265,7 @@ def test_a_streaming_models_capacity_is_planned_from_the_streaming_curve():
     measured, problems = measured_capacities(facts)
     assert set(measured) == {"scale", "generate"} and problems == []
     assert measured["scale"] == {**CAPACITY_FACT["scale"], "lower_bound": False, "throughput_low_infer_s": None,
-                                 "level": None}
+                                 "level": None, "server_cpu_cores": None}
     with pytest.raises(ValueError, match="streaming capacity fact for old lacks max_requests_per_s_within_slo"):
         from_streaming_capacity("old", {"instances": 1})
     fact = from_streaming_capacity("generate", streaming)

@@ -8,9 +8,8 @@ from __future__ import annotations
 import kubernetes_validate
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError, all_versions
 
+from . import DEFAULT_KUBERNETES_VERSION
 from .reading import DeploymentError, Document
-
-DEFAULT_KUBERNETES_VERSION = "1.30.0"
 
 
 def built_in(api_version: str) -> bool:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .outcomes import Outcome
+from ..facts import Drain, ServerStart
+from .outcomes import Outcome, ServerRestartOutcome, ShutdownOutcome
 
 
 def record_outcome(check: Any, outcome: Outcome, rate_per_s: float | None = None) -> None:
@@ -64,6 +65,15 @@ def publish_outcome(facts: Any, kind: type, outcome: Outcome, check: Any, recove
     """Leave the experiment's result for the checks after it as a typed fact (`kind`)."""
     facts.publish(kind(passed=outcome.incomplete is None and not check.failed, failed_requests=outcome.failed_requests,
                        recovery_s=recovery_s, model=outcome.model, incomplete=outcome.incomplete))
+
+
+def publish_start_and_drain(facts: Any, outcome: Outcome) -> None:
+    """Leave a crash + restart's start-to-ready time (ServerStart) or a SIGTERM's drain (Drain) for
+    the checks after it (the deployment's probes and grace period)."""
+    if isinstance(outcome, ServerRestartOutcome) and outcome.ready_s is not None:
+        facts.publish(ServerStart(round(outcome.ready_s, 3)))
+    if isinstance(outcome, ShutdownOutcome) and outcome.exit_s is not None:
+        facts.publish(Drain(round(outcome.exit_s, 3), sum(outcome.refused.values()), outcome.exit_timeout_s))
 
 
 def recorded_and_judgeable(faults: Any, check: Any, outcome: Outcome) -> bool:

@@ -62,6 +62,7 @@ class CurvePoint:
     throughput_interval: Interval | None = None
     p99_interval: Interval | None = None
     client_limited: str | None = None  # 'limited by the load generator (...)': its throughput is a lower bound
+    server_cpu_cores: float | None = None  # the server's process tree over the point (load/server_cpu.py)
 
     @classmethod
     def measured(cls, concurrency: int, measurement: Any) -> CurvePoint:

@@ -28,6 +28,7 @@ from .curve import (
 from .judged import record_reuse
 from .measured_models import budget_note
 from .profile import ModelProfile
+from .server_cpu import ServerCpu
 from .server_record import record_step_failures
 
 
@@ -98,6 +99,7 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
                             max_concurrency=limits.cap or limits.search_max_concurrency, min_gain=limits.min_gain,
                             target_throughput=prof.min_throughput)
     curve = Curve(search)
+    cpu = ServerCpu(getattr(health, "target", None))  # a health watch without a target: no process to read
     while (concurrency := search.next_level(curve.points)) is not None:
         progress.step(f"{model}: concurrency {concurrency} (point {len(curve.points) + 1}, "
                       f"search bound {search.max_concurrency})")
@@ -105,13 +107,15 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
         # point at its share of the curve's error budget (CapacitySearch.planned_points).
         rules = load.rules() if not curve.points else load.rules(warmup_s=0.0)
         rules = replace(rules, shares=search.planned_points)
+        cpu.start()
         m = load.measure(model, concurrency=concurrency, rules=rules, reuse=True,
                          judge=search.point_rules(curve.points, concurrency, limits.drop_tolerance))
+        cores = cpu.cores()
         record_reuse(check, model, f"concurrency {concurrency}", m)
         if health.observe(m, model=model, label=f"concurrency {concurrency}"):
             curve.died = True  # the rest of the curve would measure a broken model
             break
-        curve.points.append(CurvePoint.measured(concurrency, m))
+        curve.points.append(replace(CurvePoint.measured(concurrency, m), server_cpu_cores=cores))
         if prof.steps and not curve.step_failed:
             curve.step_failed = record_step_failures(check, m, model, step_times(m.server, list(prof.steps)))
         if m.problem():
@@ -190,8 +194,11 @@ def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: Sweep
                      concurrency=int(best.concurrency if best else trusted[0].concurrency),
                      instances=int(prof.instances), slo_p99_ms=prof.slo_p99_ms, lower_bound=lower_bound,
                      throughput_low_infer_s=best.throughput_interval.low if best and best.throughput_interval else None,
-                     level=best.throughput_interval.level if best and best.throughput_interval else None)
+                     level=best.throughput_interval.level if best and best.throughput_interval else None,
+                     server_cpu_cores=best.server_cpu_cores if best else None)
     facts.publish(found)
+    if found.server_cpu_cores is not None:
+        check.measure("server CPU at the capacity point", found.server_cpu_cores, "cores", model=model)
     check.measure("max throughput within SLO", round(found.max_throughput_within_slo_infer_s, 1),
                   "infer/s", model=model)
     check.measure("capacity is a lower bound", "yes" if lower_bound else "no", model=model)

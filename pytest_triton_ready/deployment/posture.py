@@ -1,0 +1,194 @@
+"""Scaling and posture: every HorizontalPodAutoscaler metric of the workload is one the server
+exports (or a metrics-adapter rule in the manifests derives from one); at least two replicas with a
+PodDisruptionBudget, so a node drain or a rollout never takes the last one, and the replicas left
+serving during a rolling update carry the declared peak; the image is pinned (a tag
+other than latest, or a digest); the container cannot run as root; the model repository is
+mounted read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured, dig, flag_value, judgement
+from .manifest import Manifest
+from .reading import Document, TritonContainer
+
+RESOURCE_METRICS = ("Resource", "ContainerResource")  # cpu and memory, from the kubelet, not the server
+
+
+def adapter_names(manifest: Manifest) -> dict[str, str]:
+    """Adapter metric name -> the series it is read from, from the prometheus-adapter rules of any
+    ConfigMap in the manifests (`rules:` entries with seriesQuery and name.as)."""
+    names: dict[str, str] = {}
+    for document in manifest.of_kind("ConfigMap"):
+        for text in (document.body.get("data") or {}).values():
+            try:
+                config = yaml.safe_load(text)
+            except yaml.YAMLError:
+                continue
+            rules = config.get("rules") if isinstance(config, dict) else None
+            for rule in (rules.get("custom", []) if isinstance(rules, dict) else rules or []):
+                if isinstance(rule, dict) and dig(rule, "name", "as"):
+                    series = str(rule.get("seriesQuery", "")).split("{")[0].strip(" '\"")
+                    names[str(rule["name"]["as"])] = series
+    return names
+
+
+def _scales(hpa: Document, container: TritonContainer) -> bool:
+    target = dig(hpa.body, "spec", "scaleTargetRef") or {}
+    workload = container.document.body
+    return target.get("kind") == workload.get("kind") and target.get("name") == dig(workload, "metadata", "name")
+
+
+def _metric_name(metric: dict[str, Any]) -> str | None:
+    kind = metric.get("type", "")
+    return dig(metric, kind[:1].lower() + kind[1:], "metric", "name")
+
+
+def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measured) -> list[Judgement]:
+    """One judgement per autoscaler of the workload: each of its metrics exported by the server."""
+    judgements = []
+    adapter = adapter_names(manifest)
+    for hpa in [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]:
+        where = f"{hpa.path} document {hpa.index}"
+        names = [(n, _metric_name(m)) for n, m in enumerate(dig(hpa.body, "spec", "metrics") or [])
+                 if m.get("type") not in RESOURCE_METRICS]
+        if measured.exported_metrics is None:
+            judgements.append(Judgement("hpa-metrics", INCOMPLETE, f"the autoscaler scales on "
+                                        f"{[n for _, n in names]}: {measured.why_missing('exported_metrics')}",
+                                        where, "spec.metrics"))
+            continue
+        unknown = [(n, name) for n, name in names
+                   if name not in measured.exported_metrics and adapter.get(str(name)) not in measured.exported_metrics]
+        shown = ", ".join(f"{name} (from {adapter[name]})" if name in adapter else str(name) for _, name in names)
+        fields = ", ".join(f"spec.metrics[{n}]" for n, _ in unknown) or "spec.metrics"
+        message = (f"the autoscaler scales on {shown or 'resource metrics only'}; "
+                   + (f"not exported by this server: {', '.join(str(name) for _, name in unknown)}" if unknown else
+                      "every one is exported by this server"))
+        judgements.append(Judgement(
+            "hpa-metrics", FAIL if unknown else PASS, message, where, fields,
+            manifest_value=[name for _, name in names], measured=len(measured.exported_metrics),
+            measured_label="metric names the server exports",
+            fix=None if not unknown else "scale on a metric the server exports (nv_inference_queue_duration_us, "
+                                         "nv_inference_pending_request_count) or add the metrics-adapter rule "
+                                         "that derives the name from one, in the manifests: an autoscaler on a "
+                                         "metric that does not exist never scales"))
+    return judgements
+
+
+def _selects(budget: Document, container: TritonContainer) -> bool:
+    wanted = dig(budget.body, "spec", "selector", "matchLabels") or {}
+    labels = dig(container.document.body, "spec", "template", "metadata", "labels") or {}
+    return bool(wanted) and all(labels.get(key) == value for key, value in wanted.items())
+
+
+def replicas_and_disruption_budget(manifest: Manifest, container: TritonContainer) -> Judgement:
+    """At least two replicas (spec.replicas, or the autoscaler's minReplicas) and a
+    PodDisruptionBudget that selects the pods: one replica is an outage at every drain and restart."""
+    floors = [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]
+    least = _least_replicas(manifest, container)
+    budgets = [d for d in manifest.of_kind("PodDisruptionBudget") if _selects(d, container)]
+    source = "the autoscaler's minReplicas" if floors else "spec.replicas"
+    message = (f"{least} replica(s) at least ({source}); "
+               + (f"PodDisruptionBudget {dig(budgets[0].body, 'metadata', 'name')!r} selects the pods" if budgets
+                  else "no PodDisruptionBudget selects the pods"))
+    return judgement("replicas-and-disruption-budget", least >= 2 and bool(budgets), container, "/spec.replicas",
+                     message, manifest_value=least,
+                     fix="replicas: 2 or more (minReplicas: 2 on the autoscaler) and a PodDisruptionBudget with "
+                         "maxUnavailable: 1 selecting the pods: a drain, a rollout or a restart then never takes "
+                         "the last replica while its models load")
+
+
+def _least_replicas(manifest: Manifest, container: TritonContainer) -> int:
+    replicas = 1 if container.document.kind == "Pod" else int(dig(container.document.body, "spec", "replicas") or 1)
+    floors = [int(dig(h.body, "spec", "minReplicas") or 1) for h in manifest.of_kind("HorizontalPodAutoscaler")
+              if _scales(h, container)]
+    return max(floors) if floors else replicas
+
+
+def _unavailable(value: Any, replicas: int) -> int:
+    """maxUnavailable as pods: a percentage rounds down, as Kubernetes does (default 25%)."""
+    text = str(value if value is not None else "25%")
+    return int(replicas * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+
+
+def rollout_capacity(manifest: Manifest, container: TritonContainer, measured: Measured) -> Judgement:
+    """During a rolling update (replicas - maxUnavailable) x one replica's capacity (PERF-2) carries
+    the declared peak with headroom (OPS-2) for every model; a Recreate strategy serves nothing."""
+    least = _least_replicas(manifest, container)
+    strategy = dig(container.document.body, "spec", "strategy") or {}
+    recreate = strategy.get("type") == "Recreate" or container.document.kind != "Deployment"
+    down = least if recreate else _unavailable(dig(strategy, "rollingUpdate", "maxUnavailable"), least)
+    serving = max(least - down, 0)
+    shown = (f"{least} replica(s), {'Recreate: none' if recreate else f'maxUnavailable {down}: {serving}'} "
+             "serving during a rollout")
+    if measured.replica_capacity is None or measured.required_at_peak is None:
+        missing = "replica_capacity" if measured.replica_capacity is None else "required_at_peak"
+        return judgement("rollout-capacity", None, container, "/spec.strategy",
+                         f"{shown}: {measured.why_missing(missing)}", manifest_value=serving)
+    short = {m: (serving * measured.replica_capacity.get(m, 0.0), need)
+             for m, need in measured.required_at_peak.items()
+             if serving * measured.replica_capacity.get(m, 0.0) < need}
+    carried = ", ".join(f"{m} {serving} x {measured.replica_capacity.get(m, 0.0):.0f} infer/s against "
+                        f"{need:.0f} needed" for m, need in sorted(measured.required_at_peak.items()))
+    return judgement("rollout-capacity", not short, container, "/spec.strategy", f"{shown}; {carried}",
+                     manifest_value=serving, measured=min(measured.replica_capacity.values()),
+                     measured_label="capacity of one replica within SLO (infer/s, lowest model)",
+                     fix="more replicas (minReplicas) or a rolling update with maxUnavailable: 0 and maxSurge: 1, so "
+                         "that the pods left serving during a rollout carry the declared peak")
+
+
+def image_pinned(container: TritonContainer) -> Judgement:
+    """The image names a digest, or a tag other than latest."""
+    image = str(container.container.get("image", ""))
+    name = image.rsplit("/", 1)[-1]
+    tag = name.split(":", 1)[1] if ":" in name else None
+    good = "@sha256:" in image or (tag is not None and tag != "latest")
+    return judgement("image-pinned", good, container, "image", f"image {image}", manifest_value=image,
+                     fix="pin the image by a release tag (nvcr.io/nvidia/tritonserver:26.07-py3) or a digest "
+                         "(@sha256:...): latest changes under a running deployment")
+
+
+def run_as_non_root(container: TritonContainer) -> Judgement:
+    """runAsNonRoot: true, or a runAsUser other than 0, on the container or the pod."""
+    own, pod = container.container.get("securityContext") or {}, container.pod_spec.get("securityContext") or {}
+    non_root = own.get("runAsNonRoot", pod.get("runAsNonRoot"))
+    user = own.get("runAsUser", pod.get("runAsUser"))
+    good = non_root is True or (user is not None and user != 0 and non_root is not False)
+    path = "securityContext" if own else "pod:securityContext"
+    return judgement("run-as-non-root", good, container, path,
+                     f"runAsNonRoot {non_root if non_root is not None else 'not set'}, runAsUser "
+                     f"{user if user is not None else 'not set'}", manifest_value={"runAsNonRoot": non_root,
+                                                                                     "runAsUser": user},
+                     fix="securityContext: {runAsNonRoot: true, runAsUser: 1000}: a process that breaks out of "
+                         "Triton should not be root")
+
+
+def repository_read_only(container: TritonContainer) -> Judgement:
+    """The volume holding --model-repository is mounted read-only (a local path; a cloud URI is not
+    a mount)."""
+    repository = flag_value(container.args, "--model-repository") or flag_value(container.args, "--model-store")
+    if repository is None or "://" in repository:
+        return judgement("model-repository-read-only", NOT_APPLICABLE, container, "args",
+                         f"the model repository is {repository or 'not given'}: not a mounted volume")
+    mounts = container.container.get("volumeMounts") or []
+    found = [(n, m) for n, m in enumerate(mounts)
+             if repository.rstrip("/") == m.get("mountPath", "").rstrip("/")
+             or repository.startswith(m.get("mountPath", "").rstrip("/") + "/")]
+    if not found:
+        return judgement("model-repository-read-only", False, container, "volumeMounts",
+                         f"--model-repository={repository} is on no volume: inside the image, written by nobody",
+                         fix="mount the model repository from a volume, readOnly: true")
+    number, mount = max(found, key=lambda item: len(item[1].get("mountPath", "")))
+    return judgement("model-repository-read-only", mount.get("readOnly") is True, container,
+                     f"volumeMounts[{number}].readOnly",
+                     f"--model-repository={repository} is volume {mount.get('name')!r} at {mount.get('mountPath')}, "
+                     f"readOnly {mount.get('readOnly', 'not set')}", manifest_value=mount.get("readOnly"),
+                     fix=f"volumeMounts[{number}].readOnly: true: the server only reads its repository, and a "
+                         "writable one lets a compromised pod change the models every replica loads")
+
+
+def judge_posture(container: TritonContainer) -> list[Judgement]:
+    return [image_pinned(container), run_as_non_root(container), repository_read_only(container)]

@@ -1,0 +1,96 @@
+"""The deployment's judgements on a check: each rule judged (PASS or FAIL) with the manifest's
+file, field and value, the measured number, the named threshold and the fix; a rule that lacked a
+measurement makes the check INCOMPLETE naming it (never a pass); without --triton-deployment the
+check is NOT APPLICABLE, saying how to give one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tritonclient.utils import InferenceServerException
+
+from ..errors import TritonReadyError
+from ..facts import Facts
+from ..metrics import MetricsError
+from ..security.restricted import REQUIRED_BY_DEFAULT
+from ..thresholds import THRESHOLDS, ThresholdValue
+from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured
+from .manifest import Manifest
+from .measured import measured_from
+
+HOW_TO_GIVE_ONE = ("no deployment given: render the manifests (`helm template RELEASE CHART > rendered.yaml`, or "
+                   "`kustomize build`) and pass --triton-deployment=rendered.yaml (or deployment.manifests in the "
+                   "YAML, or TRITON_READY_DEPLOYMENT) to judge them against what this run measures")
+
+
+def deployment_or_not_applicable(check: Any, run: Any) -> Manifest:
+    """The run's deployment; NOT APPLICABLE, saying how to give one, without it."""
+    if run.deployment is None:
+        check.not_applicable(HOW_TO_GIVE_ONE)
+    return run.deployment
+
+
+def required_restricted(settings: Any) -> list[str]:
+    """The API categories SEC-1 requires restricted (security.restricted_apis, else its default)."""
+    return list(settings.section_model("security").restricted_apis or REQUIRED_BY_DEFAULT)
+
+
+def limits(check: Any) -> dict[str, ThresholdValue]:
+    """Every deployment threshold as this check sees it."""
+    return {name: check.threshold(name) for name in THRESHOLDS if name.startswith("deployment_")}
+
+
+def run_measured(check: Any, triton: Any, facts: Facts) -> Measured:
+    """This run's measurements: the facts, the in-scope models' configs and the exported metric names."""
+    configs: dict[str, Any] | None = {}
+    try:
+        for model in triton.models():
+            try:
+                configs[model] = triton.client.model_config(model)
+            except InferenceServerException:  # not loaded: the server serves none of it, nothing to fit
+                continue
+    except (TritonReadyError, OSError):  # the server stopped answering: the rules that need configs are INCOMPLETE
+        configs = None
+    try:
+        exported, why = frozenset(triton.scrape_metrics().names), None
+    except MetricsError as error:  # the autoscaler rule is then INCOMPLETE, naming it
+        exported, why = None, str(error)
+    try:
+        version = triton.client.server_metadata().get("version")
+    except (InferenceServerException, TritonReadyError, OSError):
+        version = None
+    return measured_from(facts, configs, exported, why, check.threshold("soak_leak_min_duration_s").value, version)
+
+
+def _sentence(judgement: Judgement) -> str:
+    threshold = judgement.threshold
+    named = f" (threshold {threshold.name} = {threshold.value:g} {threshold.unit}, {threshold.source})" \
+        if threshold else ""
+    return f"{judgement.where}: {judgement.message}{named}"
+
+
+def record(check: Any, judgements: list[Judgement]) -> None:
+    """Record every judgement; INCOMPLETE (naming what is missing) where a rule lacked a measurement
+    and none failed; NOT APPLICABLE where no rule applied."""
+    missing = []
+    for judgement in judgements:
+        if judgement.verdict in (PASS, FAIL):
+            check.judge(judgement.rule, judgement.verdict == PASS, measured=_sentence(judgement),
+                        finding=f"{judgement.rule}: {_sentence(judgement)}")
+        else:
+            check.finding(f"{judgement.rule} ({judgement.verdict}): {_sentence(judgement)}", severity="info")
+        if judgement.verdict == INCOMPLETE:
+            missing.append(f"{judgement.rule}: {judgement.message}")
+        if judgement.measured is not None:
+            check.measure(f"{judgement.rule}: {judgement.measured_label}", judgement.measured)
+        if judgement.manifest_value is not None:
+            value = judgement.manifest_value
+            check.setting(f"{judgement.rule}: {judgement.field}",
+                          value if isinstance(value, (int, float, str)) else json.dumps(value), source=judgement.file)
+        if judgement.fix and judgement.verdict != NOT_APPLICABLE:
+            check.recommend(f"{judgement.where}: {judgement.fix}")
+    if missing and not check.failed:
+        check.incomplete("; ".join(missing))
+    if judgements and all(j.verdict == NOT_APPLICABLE for j in judgements):
+        check.not_applicable("; ".join(j.message for j in judgements))
