@@ -29,6 +29,9 @@ MIN_SECRET_CHARS = 6
 REDACTED = "***"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SCHEMES = ("Bearer ", "Basic ", "Token ", "ApiKey ")
+# pytest shortens a long value in an assertion's message to its head and tail around '...'
+_SHORTENED = re.compile(r"([^\s'\"]+)\.\.\.([^\s'\"]+)")
+SHORTENED_MIN_CHARS = 4  # a head and a tail at least this long, each, count as the secret
 
 
 class SecretError(TritonReadyError, ValueError):
@@ -114,6 +117,7 @@ class Redactor:
             forms.update({secret, html.escape(secret, quote=True), html.escape(secret, quote=False),
                           json.dumps(secret)[1:-1]})
         self.forms = sorted(forms, key=len, reverse=True)
+        self.secrets = [s for s in secrets if len(s) > 2 * SHORTENED_MIN_CHARS]
 
     def __bool__(self) -> bool:
         return bool(self.forms)
@@ -122,7 +126,22 @@ class Redactor:
         for form in self.forms:
             if form in text:
                 text = text.replace(form, REDACTED)
-        return text
+        return self._shortened(text) if "..." in text and self.secrets else text
+
+    def _shortened(self, text: str) -> str:
+        """A secret shortened to head...tail (pytest's assertion message, `saferepr`) masked too."""
+        def mask(match: re.Match) -> str:
+            left, right = match.group(1), match.group(2)
+            for secret in self.secrets:
+                head = next((i for i in range(len(left) - SHORTENED_MIN_CHARS + 1) if secret.startswith(left[i:])),
+                            None)
+                tail = next((j for j in range(len(right), SHORTENED_MIN_CHARS - 1, -1) if secret.endswith(right[:j])),
+                            None)
+                if head is not None and tail is not None:
+                    return left[:head] + REDACTED + right[tail:]
+            return match.group(0)
+
+        return _SHORTENED.sub(mask, text)
 
     def value(self, value: Any) -> Any:
         """A JSON-like structure with every string redacted."""

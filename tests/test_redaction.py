@@ -83,3 +83,18 @@ def test_redacting_stream_and_file(tmp_path):
     path.write_text(f"<property value='{TOKEN}'/>")
     Redactor([TOKEN]).file(path)
     assert path.read_text() == f"<property value='{REDACTED}'/>"
+
+
+def test_a_secret_shortened_in_an_assertion_message_is_masked_too():
+    """pytest shortens a long value in a failed assertion to head...tail: the full value never
+    appears, but its first and last characters did, on the terminal and in the JUnit XML."""
+    from _pytest._io.saferepr import saferepr
+
+    secret = "env-50640c9c7a1e4f6b9d2e8a3c5f7b1d0e76edc15b9cbf"
+    shortened = f"AssertionError: assert {saferepr(secret, maxsize=30)} == 'something else'"
+    assert secret not in shortened and "..." in shortened
+    masked = Redactor([secret]).text(shortened)
+    assert masked == "AssertionError: assert '***' == 'something else'"
+    assert secret[:6] not in masked and secret[-6:] not in masked
+    untouched = "loading... done; see docs/... for more"
+    assert Redactor([secret]).text(untouched) == untouched
