@@ -4,6 +4,7 @@ order of the hooks, restore in a `finally` on every path, and a failed restore a
 from __future__ import annotations
 
 import pytest
+from loopback_http import serving
 
 from pytest_triton_ready.faults.experiment import Experiment, run_experiment
 from pytest_triton_ready.faults.recording import record_outcome
@@ -516,24 +517,8 @@ class RestartInjector(Injector):
 @pytest.fixture
 def answering_url():
     """A real HTTP server answering 200 on every path, as a server the kill did not reach."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving() as url:
+        yield url
 
 
 def _no_op_restart(kind, injector):

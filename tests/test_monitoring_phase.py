@@ -4,11 +4,9 @@ GPU would be needed."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import shutil
-import threading
 from pathlib import Path
 
 import psutil
@@ -16,6 +14,7 @@ import pytest
 import tritonclient.grpc  # noqa: F401  imported here once: pytester's in-process runs drop the modules
 import tritonclient.http  # noqa: F401  they import, and ml_dtypes (under tritonclient) cannot load twice
 import yaml
+from loopback_http import serving
 
 from conftest import REPO_ROOT
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
@@ -250,24 +249,8 @@ def test_a_log_file_must_be_declared_shipped():
 @pytest.fixture
 def h200_endpoint():
     """The H200 capture taken under load, served as a metrics endpoint on loopback."""
-    body = _h200("metrics_load.txt").encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    server.shutdown()
-    server.server_close()
+    with serving(_h200("metrics_load.txt").encode(), "text/plain; version=0.0.4") as url:
+        yield f"{url}/metrics"
 
 
 def test_gpu_alerts_evaluate_to_series_where_triton_exports_gpu_metrics(h200_endpoint, prometheus_binary, tmp_path):
