@@ -548,3 +548,13 @@ def test_a_server_restart_whose_server_stopped_answering_is_judged(kind):
     injector = RestartInjector(Traffic(), "http://127.0.0.1:9")  # nothing listens: the server is down
     outcome = run_experiment(_no_op_restart(kind, injector))
     assert outcome.down_s is not None and outcome.incomplete is None
+
+
+def test_a_declared_restart_whose_command_failed_fails_on_the_command_not_incomplete(answering_url):
+    from pytest_triton_ready.faults.declared import DeclaredFault
+    from pytest_triton_ready.faults.declared_experiments import DeclaredServerRestart
+
+    injector = RestartInjector(Traffic(), answering_url)
+    failing = DeclaredFault.model_validate({"action": {"run": "echo no such pod >&2; exit 4"}})
+    outcome = run_experiment(DeclaredServerRestart(injector, "scale", failing))
+    assert outcome.incomplete is None and "exited with code 4" in outcome.action_error

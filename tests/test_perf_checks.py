@@ -35,7 +35,7 @@ FACTS_READER = textwrap.dedent('''
         """Reads what PERF-2 published."""
         capacity = triton_facts.require(Capacity, model="scale").to_json()
         assert set(capacity) == {"max_throughput_within_slo_infer_s", "p99_ms", "concurrency", "instances",
-                                 "slo_p99_ms", "lower_bound", "server_cpu_cores"}
+                                 "slo_p99_ms", "lower_bound", "server_cpu_cores", "throughput_low_infer_s", "level"}
         for key in ("max_throughput_within_slo_infer_s", "p99_ms", "concurrency"):
             check.measure(key, capacity[key])
         check.measure("instances", capacity["instances"], threshold=1, comparison=">=")

@@ -118,7 +118,9 @@ def test_slow_first_token_fails_perf1_against_a_100ms_ttft_slo(run_checklist):
     assert ttft["value"] >= 300 and ttft["threshold"] == 100 and ttft["passed"] is False
     assert any("slow_first: TTFT p99 is" in f["message"] and "the SLO is <= 100 ms" in f["message"]
                for f in perf1["findings"]), perf1["findings"]
-    assert _measures(perf1, "slow_first")["ITL p99"]["passed"]  # only the first token is slow
+    # only the first token is slow: ITL does not fail (its p99 may stay unbounded on the few
+    # requests a 300 ms first token leaves: it is then measured without a threshold)
+    assert _measures(perf1, "slow_first")["ITL p99"]["passed"] is not False
     assert run.result("test_streaming_answers_end_with_final_flag")["verdict"] == "pass"
     assert run.outcome.ret == 1
 

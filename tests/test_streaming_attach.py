@@ -19,9 +19,10 @@ from pytest_triton_ready.client import TritonClient
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 
 REPOSITORY = Path(__file__).resolve().parent / "repositories" / "streaming"
-QUICK = ("--triton-threshold=streaming_duration_s=2", "--triton-threshold=streaming_soak_s=3",
+# Short streams (4 tokens) so that the target load holds the requests a TTFT p99 needs (477 at a look)
+QUICK = ("--triton-threshold=streaming_duration_s=3", "--triton-threshold=streaming_soak_s=3",
          "--triton-threshold=streaming_curve_point_s=1", "--triton-threshold=streaming_final_deadline_s=3",
-         "--triton-threshold=streaming_min_requests=3")
+         "--triton-threshold=streaming_min_requests=3", "--triton-threshold=streaming_max_tokens=4")
 
 
 def _batches(client: TritonClient, model: str) -> dict[int, int]:

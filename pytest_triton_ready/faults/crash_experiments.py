@@ -130,7 +130,8 @@ class ServerRestart(InjectorExperiment):
         http = injector.target.endpoints.http_url
         self.note_fault(traffic, "SIGKILL")
         killed = time.monotonic()
-        if not self.cause():
+        self.caused = self.cause()
+        if not self.caused:
             return
         outcome.kill_s = time.monotonic() - killed
         # The watcher that times the recovery must not see the old server still answering.
@@ -158,13 +159,14 @@ class ServerRestart(InjectorExperiment):
     def exercised(self) -> str | None:
         """The server went down: its URL stopped answering after the kill. A restart that never
         happened would pass "time until the first correct inference" at once."""
-        if self.outcome.down_s is not None:
-            return None
+        if self.outcome.down_s is not None or not self.caused:
+            return None  # not caused: the failed action is the finding (a declared command's error)
         return (f"no restart was observed: the server's URL kept answering for {self.down_wait_s:g} s after the "
                 f"{self.fault_label}, so the time to recover was not measured")
 
     fault_label = "SIGKILL"
     down_wait_s = DOWN_WAIT_S
+    caused = False
 
     def cause(self) -> bool:
         """Crash the server; False when no fault was caused."""
