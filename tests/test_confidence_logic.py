@@ -292,3 +292,18 @@ def test_a_p99_of_too_few_requests_is_undecided_and_futile_only_where_the_budget
     assert judge_measurement([rule], sparse, RULES, "m")[0].outcome == PASS  # 500 requests
     starved = recorded_windows(p99_ms=4.0, count=10, per_window=10)
     assert judge_measurement([rule], starved[:3], RULES, "m")[0].futile  # 10 windows hold 100 < 477
+
+
+def test_two_batches_do_not_widen_a_percentile_interval_by_students_t_at_one_degree_of_freedom():
+    """At a curve point's share of the error budget, t at 1 degree of freedom is in the thousands:
+    two windows' p99s turned a 1.3 ms p99 into [1e-24, 1e24] ms."""
+    from pytest_triton_ready.load.confidence import MIN_BATCHES, percentile_interval
+
+    windows = recorded_windows(p99_ms=4.0, count=2, per_window=1500, spread=0.3, seed=4)
+    merged = LatencyHistogram()
+    for w in windows:
+        merged.add(w.tallies["m"].histogram)
+    level = 1 - 0.05 / 36
+    interval = percentile_interval(merged, [w.tallies["m"].histogram for w in windows], 99.0, level)
+    assert MIN_BATCHES == 3 and interval == order_statistic_interval(merged, 99.0, level)
+    assert interval.high < 10.0

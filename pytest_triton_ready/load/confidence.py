@@ -18,8 +18,10 @@
   `samples_per_batch` samples (1 / (1 - q): 100 for p99). The largest of n samples lies on
   average at the quantile n / (n + 1), so a window of five inter-token gaps has a "p99" at the
   83rd percentile: batches that small dragged the interval's low end far below the percentile.
-  With fewer than two batches the order-statistic interval stands alone (a measurement that
-  short cannot show the dependence between its requests). Latency noise is multiplicative (a busy machine slows every request by a
+  With fewer than MIN_BATCHES batches the order-statistic interval stands alone (a measurement
+  that short cannot show the dependence between its requests: Student's t at one degree of
+  freedom, at a curve point's share of the error budget, is in the thousands and turned a
+  1.3 ms p99 into [1e-24, 1e24] ms). Latency noise is multiplicative (a busy machine slows every request by a
   factor), so those batch means are taken of the logarithms: the interval is asymmetric and
   never below zero.
 
@@ -136,6 +138,9 @@ def order_statistic_interval(histogram: LatencyHistogram, percentile: float, lev
     return Interval(low, max(low, high), level)
 
 
+MIN_BATCHES = 3  # batches of windows before their spread widens a percentile's interval
+
+
 def samples_per_batch(percentile: float) -> int | None:
     """The samples a batch holds before its own percentile widens an interval: 1 / (1 - q), the
     fewest whose largest lies on average at the quantile (100 for p99, 2 for p50; None for p100)."""
@@ -167,7 +172,8 @@ def percentile_interval(histogram: LatencyHistogram, windows: Sequence[LatencyHi
     ordered = order_statistic_interval(histogram, percentile, level)
     if ordered is None:
         return None
-    logs = batch_means([math.log(v) for v in batched_percentiles(windows, percentile) if v > 0], level)
+    batches = [math.log(v) for v in batched_percentiles(windows, percentile) if v > 0]
+    logs = batch_means(batches, level) if len(batches) >= MIN_BATCHES else None
     if logs is None:
         return ordered
     return ordered.hull(Interval(math.exp(logs.low), math.exp(logs.high), level))
