@@ -11,19 +11,19 @@
 - Percentiles: the hull of two intervals. The order-statistic interval over the merged
   histogram (the exact binomial ranks around n*q, as MLPerf LoadGen's early stopping counts
   them) holds for independent samples; where the upper rank lies beyond the largest sample
-  (fewer than about 300 samples for p99 at 95%) the interval is unbounded above: no sample
-  shows the percentile below any budget, and such a rule can fail but never pass; requests of one window are not independent under load
-  (a stall slows many at once), so the batch-means interval of batches' own percentiles
-  widens it where the batches disagree. A batch is consecutive windows merged until it holds
-  `samples_per_batch` samples (1 / (1 - q): 100 for p99). The largest of n samples lies on
-  average at the quantile n / (n + 1), so a window of five inter-token gaps has a "p99" at the
-  83rd percentile: batches that small dragged the interval's low end far below the percentile.
-  With fewer than MIN_BATCHES batches the order-statistic interval stands alone (a measurement
-  that short cannot show the dependence between its requests: Student's t at one degree of
-  freedom, at a curve point's share of the error budget, is in the thousands and turned a
-  1.3 ms p99 into [1e-24, 1e24] ms). Latency noise is multiplicative (a busy machine slows every request by a
-  factor), so those batch means are taken of the logarithms: the interval is asymmetric and
-  never below zero.
+  (fewer than 368 samples for p99 at 95%) the interval is unbounded above: no sample shows the
+  percentile below any budget, and such a rule can fail but never pass. Requests of one window
+  are not independent under load (a stall slows many at once), so the batch-means interval of
+  batches' own percentiles widens it where the batches disagree. A batch is consecutive windows
+  merged until it holds `samples_per_batch` samples (1 / (1 - q): 100 for p99). The largest of
+  n samples lies on average at the quantile n / (n + 1), so a window of five inter-token gaps
+  has a "p99" at the 83rd percentile: batches that small dragged the interval's low end far
+  below the percentile. With fewer than MIN_BATCHES batches the order-statistic interval stands
+  alone (a measurement that short cannot show the dependence between its requests: Student's t
+  at one degree of freedom, at a curve point's share of the error budget, is in the thousands
+  and turned a 1.3 ms p99 into [1e-24, 1e24] ms). Latency noise is multiplicative (a busy
+  machine slows every request by a factor), so those batch means are taken of the logarithms:
+  the interval is asymmetric and never below zero.
 
 An interval is None where it cannot be computed (fewer than two windows, nothing measured):
 a rule judged on it is undecided, never passed.
@@ -77,11 +77,6 @@ def _fmt(value: float, digits: int) -> str:
     if not math.isfinite(value):
         return "unbounded"
     return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
-
-
-def normal_quantile(level: float) -> float:
-    """z such that a standard normal lies within +-z with probability `level`."""
-    return float(scipy_stats.norm.ppf(0.5 + level / 2))
 
 
 def t_quantile(level: float, df: int) -> float:
