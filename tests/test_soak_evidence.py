@@ -102,8 +102,8 @@ def test_a_closed_soak_journal_is_evidence_too(tmp_path):
     path = tmp_path / "soak-journal.jsonl"
     writer = JournalWriter(path, {"started_at": "2026-12-01T11:00:00+00:00", "plan": plan.to_dict(),
                                   "context": {}, "settings": settings.redacted(), "server_identity": IDENTITY})
-    for i in range(30):
-        writer.window(Window(index=i, start_s=i, end_s=i + 1, wall_time=1e9 + i, sent=100, ok=100, failed=0, errors={},
+    for i in range(30):  # 6,000 clean requests: enough to decide a success rate of 0.999
+        writer.window(Window(index=i, start_s=i, end_s=i + 1, wall_time=1e9 + i, sent=200, ok=200, failed=0, errors={},
                              p50_ms=2.0, p99_ms=4.0, pending_requests=0, server_rss_bytes=500 * 2**20,
                              runner_rss_bytes=80 * 2**20))
     writer.end("completed", "2026-12-01T11:00:30+00:00")

@@ -3,7 +3,10 @@
 The check and the journal renderer both call `evaluate`, so a report rebuilt from a journal judges
 exactly as the run did. Rules:
 
-- success: at least `success_rate_min` of requests succeed overall and in every window;
+- success: at least `success_rate_min` of requests succeed overall, decided on the exact binomial
+  (Clopper-Pearson) interval of the counts at `load_confidence` (a pass only where its bottom is at
+  or above the minimum, a fail only where its top is below; otherwise too close to call, naming the
+  clean requests that would decide it), and in every window (on its count: one window is short);
 - p99 drift: the last quarter's window p99s (after warm-up) against what the first quarter's allow
   (each first-quarter window's p99 times `soak_p99_drift_ratio_max`, or plus
   `soak_p99_drift_min_ms`, whichever is more), by two one-sided Mann-Whitney tests (ties included)
@@ -36,6 +39,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..load.confidence import proportion_interval, trials_needed
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .duration import format_duration
 from .trend import SPAN_STEPS, Trend, fit, rank_p_value
@@ -91,9 +95,9 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
     notes: list[str] = []
     trends: dict[str, Trend | None] = {}
     settled = [w for w in windows if w.start_s >= warmup_s - 1e-9] or list(windows[1:])
-    outcomes += _success(windows, limits["success_rate_min"])
     undecided: list[str] = []
     confidence = limits["load_confidence"].value if "load_confidence" in limits else CONFIDENCE_DEFAULT
+    outcomes += _success(windows, limits["success_rate_min"], confidence, undecided)
     outcomes += _drift(settled, limits["soak_p99_drift_ratio_max"], limits["soak_p99_drift_min_ms"], confidence,
                        notes, undecided)
     owns_rss = any(w.server_rss_bytes is not None for w in windows)
@@ -149,19 +153,10 @@ def leak_unjudged(span_s: float, leak_min_s: float, warmup_s: float) -> str:
             f"--triton-soak-evidence=PATH of a nightly soak)")
 
 
-def _success(windows: Sequence[Window], minimum: ThresholdValue) -> list[Outcome]:
-    ok = sum(w.ok for w in windows)
-    completed = sum(w.completed for w in windows)
-    outcomes = []
-    if completed:
-        rate = ok / completed
-        outcomes.append(Outcome("success-overall", "success rate over the soak", round(rate, 6), "ratio", minimum,
-                                ">=", rate >= minimum.value,
-                                f"{completed - ok} of {completed} requests failed over the soak "
-                                f"({rate:.3%} succeeded, the rule is >= {minimum.value:.3%})"))
-    else:
-        outcomes.append(Outcome("success-overall", "requests completed", 0, "requests", None, passed=False,
-                                finding="no request completed during the soak"))
+def _success(windows: Sequence[Window], minimum: ThresholdValue, confidence: float,
+             undecided: list[str]) -> list[Outcome]:
+    outcomes = [_success_overall(sum(w.ok for w in windows), sum(w.completed for w in windows), minimum,
+                                 confidence, undecided)]
     judged = [w for w in windows if w.completed]
     failing = [w for w in judged if w.success_rate < minimum.value]
     outcomes.append(Outcome("success-window", "windows below the success minimum", len(failing), "windows", None,
@@ -178,6 +173,26 @@ def _success(windows: Sequence[Window], minimum: ThresholdValue) -> list[Outcome
         outcomes.append(Outcome("success-window", f"window {window.index} success rate", round(window.success_rate, 6),
                                 "ratio", minimum, ">=", False, _window_sentence(window), window=window.index))
     return outcomes
+
+
+def _success_overall(ok: int, completed: int, minimum: ThresholdValue, confidence: float,
+                     undecided: list[str]) -> Outcome:
+    """The soak's success rate on the interval of its counts: passed, failed, or too close to call
+    (passed None, its sentence in `undecided`)."""
+    if not completed:
+        return Outcome("success-overall", "requests completed", 0, "requests", None, passed=False,
+                       finding="no request completed during the soak")
+    rate, interval = ok / completed, proportion_interval(ok, completed, confidence)
+    passed = True if interval.low >= minimum.value else False if interval.high < minimum.value else None
+    shown = interval.describe(digits=5)
+    if passed is None:
+        needed = trials_needed(minimum.value, confidence)
+        undecided.append(f"success rate over the soak: {completed - ok} of {completed} requests failed ({rate:.3%}), "
+                         f"its {shown} holds the minimum {minimum.value:g}"
+                         + (f" (0 failures in {needed:,} requests would show it)" if needed else ""))
+    return Outcome("success-overall", "success rate over the soak", round(rate, 6), "ratio", minimum, ">=", passed,
+                   f"{completed - ok} of {completed} requests failed over the soak ({rate:.3%} succeeded, "
+                   f"{shown}; the rule is >= {minimum.value:.3%})")
 
 
 def _window_sentence(window: Window) -> str:
