@@ -2,8 +2,9 @@
 tests/repositories/streaming: the healthy demo `generate` model passes every item with TTFT, ITL and
 tokens/s in the report and JUnit (only the dead-stub item fails, on Triton 2.51's own behaviour);
 `slow_first` (300 ms to the first token) fails PERF-1 against a
-100 ms TTFT SLO; `missing_final` (1 request in 100 never gets its final flag) fails the stream soak
-naming the stuck requests; `generate_threads` (tokens from threads after execute() returned) shows
+100 ms TTFT SLO; `stalls` (1.5 s before 2% of its tokens) fails PERF-1 on ITL with the quick
+configuration and short streams, where the healthy `generate` passes; `missing_final` (1 request in 100 never gets its final
+flag) fails the stream soak naming the stuck requests; `generate_threads` (tokens from threads after execute() returned) shows
 Triton 2.51 unloading the model under live streams at SIGTERM; the demo repository (no decoupled
 model) gets NOT APPLICABLE; and the whole checklist against the packaged streaming demo ends READY."""
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import QUICK_CHECKLIST, REPO_ROOT
 from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
 from pytest_triton_ready.thresholds import THRESHOLDS
 
@@ -123,6 +124,27 @@ def test_slow_first_token_fails_perf1_against_a_100ms_ttft_slo(run_checklist):
     assert _measures(perf1, "slow_first")["ITL p99"]["passed"] is not False
     assert run.result("test_streaming_answers_end_with_final_flag")["verdict"] == "pass"
     assert run.outcome.ret == 1
+
+
+def test_stalls_between_tokens_fail_perf1_on_itl_with_the_quick_configuration(run_checklist):
+    """A request's ITL is its mean gap between tokens: in a stream of 4 tokens a 1.5 s stall makes it
+    500 ms, and some 6% of the requests hold one (a stall before 2% of the tokens), so the ITL p99 is
+    decided above the 200 ms default even on the quick configuration's short measurement, where the
+    healthy model's ITL p99 is decided below it."""
+    quick = (f"--triton-config={QUICK_CHECKLIST}", "--triton-threshold=streaming_max_tokens=4",
+             "-k", "slo_at_target_load")
+    base = ("--triton-launch=embedded", f"--triton-model-repository={REPOSITORY}")
+    run = run_checklist("test_streaming.py", url=None, args=(*base, "--triton-models=stalls", *quick))
+    perf1 = run.result("test_streaming_slo_at_target_load")
+    itl = _measures(perf1, "stalls")["ITL p99"]
+    assert perf1["verdict"] == "fail" and itl["passed"] is False, json.dumps(perf1, indent=1)[:4000]
+    assert itl["value"] >= 400 and itl["threshold"] == THRESHOLDS["streaming_itl_p99_ms"].default
+    assert any("stalls: ITL p99" in f["message"] for f in perf1["findings"] if f["severity"] == "error"), perf1
+    assert run.outcome.ret == 1
+    healthy = run_checklist("test_streaming.py", url=None, args=(*base, "--triton-models=generate", *quick))
+    result = healthy.result("test_streaming_slo_at_target_load")
+    assert result["verdict"] == "pass", json.dumps(result, indent=1)[:4000]
+    print(f"stalls ITL p99 {itl['value']} ms; generate ITL p99 {_measures(result, 'generate')['ITL p99']['value']} ms")
 
 
 def test_missing_final_flag_fails_the_stream_soak_naming_the_requests(run_checklist):

@@ -25,6 +25,10 @@ Model parameters (config.pbtxt):
   max_tokens_limit       larger MAX_TOKENS is an INVALID_ARG error
   max_prompt_bytes       a longer PROMPT is an INVALID_ARG error (a context length), default 65536
   concurrent_requests    threads of one instance (the thread mode), default 64
+  stall_every_tokens     test fault (iterative mode): after every Nth token the instance sends, that
+                         request's next token waits stall_ms instead of token_delay_ms (0, the
+                         default: never)
+  stall_ms               the length of such a stall, default 1500
   missing_final_every    test fault (thread mode): every Nth request of an instance sends its tokens
                          but never the final flag (0, the default: never). Its sender is held, so
                          Triton counts the request as outstanding: an unload of the model then never
@@ -82,6 +86,9 @@ class TritonPythonModel:
         self.limit = int(params.get("max_tokens_limit", "512"))
         self.max_prompt_bytes = int(params.get("max_prompt_bytes", "65536"))
         self.missing_final_every = int(params.get("missing_final_every", "0") or 0)
+        self.stall_every = int(params.get("stall_every_tokens", "0") or 0)
+        self.stall = float(params.get("stall_ms", "1500")) / 1000.0
+        self.tokens_sent = 0
         self.iterative = bool((config.get("sequence_batching") or {}).get("iterative_sequence"))
         self.generations = {}  # iterative mode: correlation id -> Generation
         self.pool = None if self.iterative else ThreadPoolExecutor(
@@ -143,7 +150,10 @@ class TritonPythonModel:
                 if now >= generation.due:
                     sender.send(token_response(generation.prompt, generation.next))
                     generation.next += 1
-                    generation.due = now + self.token_delay
+                    self.tokens_sent += 1
+                    stalled = (self.stall_every and self.tokens_sent % self.stall_every == 0
+                               and generation.next < generation.count)
+                    generation.due = now + (self.stall if stalled else self.token_delay)
                 waiting.append(generation.due)
             except Exception as exc:  # a send the server refused: end the request, never leave it open
                 self.generations.pop(key, None)
@@ -152,8 +162,9 @@ class TritonPythonModel:
                     sender.send(error_response(f"generation stopped: {exc}"), flags=FINAL)
                 except Exception:
                     pass  # the sender is closed: the request has ended already
-        if waiting:  # sleep until the next token is due rather than spin through empty steps
-            pause = min(waiting) - time.monotonic()
+        if waiting:  # sleep until the next token is due rather than spin through empty steps, but never
+            # longer than one token's delay: a stalled request must not hold the others of its instance
+            pause = min(min(waiting), now + self.token_delay) - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
 

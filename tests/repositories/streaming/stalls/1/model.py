@@ -1,0 +1,1 @@
+../../../../../pytest_triton_ready/demo/streaming/generate/1/model.py
