@@ -457,7 +457,7 @@ def test_an_attached_soak_that_cannot_read_server_memory_is_incomplete(run_check
         f"--triton-url={endpoints.http_url}", f"--triton-grpc-url={endpoints.grpc_url}",
         f"--triton-metrics-url=http://127.0.0.1:{closed_port}/metrics",
         "--triton-soak=4s", "--triton-models=scale", "--triton-threshold=soak_leak_min_duration_s=1",
-        _soak_config(tmp_path, **SHORT_SOAK)))
+        _soak_config(tmp_path, **{**SHORT_SOAK, "rate": 40})))  # under the attach ceiling of 50 requests/s
     result = run.result("test_soak_stability")
     assert result["verdict"] == "incomplete", result
     assert result["reason"].startswith("server memory was not read"), result["reason"]
