@@ -63,6 +63,11 @@ def judgement(rule: str, passed: bool | str | None, container: TritonContainer, 
     """A judgement on `container`'s field (`field_path` below the container, `pod:` below the pod
     spec, `/` from the document's root); passed None is INCOMPLETE, a string is the verdict itself."""
     verdict = passed if isinstance(passed, str) else INCOMPLETE if passed is None else PASS if passed else FAIL
+    why_absent = _lookup(container.absent, field_path)
+    if why_absent is not None:
+        shown = field_path.removeprefix("/").removeprefix("pod:")
+        verdict, message = NOT_APPLICABLE, f"{container.source} has no equivalent of {shown}: {why_absent}"
+        details = {}
     if verdict == PASS:
         details.pop("fix", None)
     document = container.document
@@ -70,7 +75,24 @@ def judgement(rule: str, passed: bool | str | None, container: TritonContainer, 
                      full_field(container, field_path), **details)
 
 
+def _key(table: dict[str, str], field_path: str) -> str | None:
+    """The longest key of `table` that is `field_path` or a field above it."""
+    keys = [k for k in table if field_path == k or field_path.startswith((k + ".", k + "["))]
+    return max(keys, key=len) if keys else None
+
+
+def _lookup(table: dict[str, str], field_path: str) -> str | None:
+    """The entry of `table` for `field_path` or the nearest field above it."""
+    key = _key(table, field_path)
+    return table[key] if key is not None else None
+
+
 def full_field(container: TritonContainer, field_path: str) -> str:
+    """The field from the document's root: the source's own field where the container was
+    normalized from another shape (`container.fields`), else below the pod or container."""
+    key = _key(container.fields, field_path)
+    if key is not None:
+        return container.fields[key] + field_path[len(key):]
     if field_path.startswith("/"):
         return field_path[1:]
     if field_path.startswith("pod:"):

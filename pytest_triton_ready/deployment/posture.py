@@ -38,7 +38,7 @@ def adapter_names(manifest: Manifest) -> dict[str, str]:
 
 def _scales(hpa: Document, container: TritonContainer) -> bool:
     target = dig(hpa.body, "spec", "scaleTargetRef") or {}
-    workload = container.document.body
+    workload = container.workload_body
     return target.get("kind") == workload.get("kind") and target.get("name") == dig(workload, "metadata", "name")
 
 
@@ -80,7 +80,7 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
 
 def _selects(budget: Document, container: TritonContainer) -> bool:
     wanted = dig(budget.body, "spec", "selector", "matchLabels") or {}
-    labels = dig(container.document.body, "spec", "template", "metadata", "labels") or {}
+    labels = dig(container.workload_body, "spec", "template", "metadata", "labels") or {}
     return bool(wanted) and all(labels.get(key) == value for key, value in wanted.items())
 
 
@@ -102,7 +102,7 @@ def replicas_and_disruption_budget(manifest: Manifest, container: TritonContaine
 
 
 def _least_replicas(manifest: Manifest, container: TritonContainer) -> int:
-    replicas = 1 if container.document.kind == "Pod" else int(dig(container.document.body, "spec", "replicas") or 1)
+    replicas = 1 if container.workload_kind == "Pod" else int(dig(container.workload_body, "spec", "replicas") or 1)
     floors = [int(dig(h.body, "spec", "minReplicas") or 1) for h in manifest.of_kind("HorizontalPodAutoscaler")
               if _scales(h, container)]
     return max(floors) if floors else replicas
@@ -118,8 +118,8 @@ def rollout_capacity(manifest: Manifest, container: TritonContainer, measured: M
     """During a rolling update (replicas - maxUnavailable) x one replica's capacity (PERF-2) carries
     the declared peak with headroom (OPS-2) for every model; a Recreate strategy serves nothing."""
     least = _least_replicas(manifest, container)
-    strategy = dig(container.document.body, "spec", "strategy") or {}
-    recreate = strategy.get("type") == "Recreate" or container.document.kind != "Deployment"
+    strategy = dig(container.workload_body, "spec", "strategy") or {}
+    recreate = strategy.get("type") == "Recreate" or container.workload_kind != "Deployment"
     down = least if recreate else _unavailable(dig(strategy, "rollingUpdate", "maxUnavailable"), least)
     serving = max(least - down, 0)
     shown = (f"{least} replica(s), {'Recreate: none' if recreate else f'maxUnavailable {down}: {serving}'} "

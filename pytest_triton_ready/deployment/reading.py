@@ -31,13 +31,31 @@ class Document:
 
 @dataclass(frozen=True)
 class TritonContainer:
-    """One Triton container, with where it was read and the pod spec around it."""
+    """One Triton container, with where it was read and the pod spec around it: the one view every
+    rule reads. A Kubernetes workload's container is read as it is; a KServe InferenceService is
+    normalized into the same shape (kserve.py), with `fields` naming, per normalized field, where
+    the source holds it, and `absent`, per normalized field, why the source has no equivalent (its
+    rules are then NOT APPLICABLE, saying so)."""
 
     document: Document
     pod_spec: dict[str, Any]
     container: dict[str, Any]
     field_prefix: str
     args: list[str] = field(default_factory=list)
+    source: str = "Kubernetes"  # whose defaults apply: Kubernetes, KServe
+    fields: dict[str, str] = field(default_factory=dict)  # normalized field -> the source's field
+    absent: dict[str, str] = field(default_factory=dict)  # normalized field -> why the source has none
+    workload: dict[str, Any] | None = None  # the workload as a Deployment would say it (replicas, labels)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the source's defaults (terminationGracePeriodSeconds)
+
+    @property
+    def workload_body(self) -> dict[str, Any]:
+        """The workload the replicas, labels and strategy are read from."""
+        return self.workload if self.workload is not None else self.document.body
+
+    @property
+    def workload_kind(self) -> str:
+        return str(self.workload_body.get("kind", ""))
 
 
 def read_documents(path: Path) -> list[Document]:
@@ -64,7 +82,7 @@ def _pod_spec(document: Document) -> tuple[dict[str, Any], str] | None:
     return None
 
 
-def _is_triton(container: dict[str, Any]) -> bool:
+def is_triton(container: dict[str, Any]) -> bool:
     words = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
     return any("tritonserver" in word for word in words) or "tritonserver" in str(container.get("image", ""))
 
@@ -78,7 +96,7 @@ def triton_containers(documents: list[Document]) -> list[TritonContainer]:
             continue
         pod_spec, prefix = spec
         for number, container in enumerate(pod_spec.get("containers") or []):
-            if _is_triton(container):
+            if is_triton(container):
                 args = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
                 found.append(TritonContainer(document, pod_spec, container, f"{prefix}.containers[{number}]", args))
     return found

@@ -20,7 +20,8 @@ DEFAULT_EXIT_TIMEOUT_S = 30  # tritonserver --exit-timeout-secs
 def grace_s(container: TritonContainer) -> tuple[float, bool]:
     """(the pod's grace period, whether the manifest sets it)."""
     value = container.pod_spec.get("terminationGracePeriodSeconds")
-    return (float(value), True) if value is not None else (float(DEFAULT_GRACE_S), False)
+    default = container.defaults.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    return (float(value), True) if value is not None else (float(default), False)
 
 
 def pre_stop_s(container: TritonContainer) -> float:
@@ -40,7 +41,9 @@ def exit_timeout_s(container: TritonContainer) -> float:
 
 def _grace_text(container: TritonContainer) -> str:
     grace, set_here = grace_s(container)
-    return f"terminationGracePeriodSeconds {grace:g} s" + ("" if set_here else " (Kubernetes' default)")
+    owner = container.source + ("'" if container.source.endswith("s") else "'s")
+    name = container.defaults.get("grace_source", f"{owner} default")
+    return f"terminationGracePeriodSeconds {grace:g} s" + ("" if set_here else f" ({name})")
 
 
 def grace_covers_drain(container: TritonContainer, measured: Measured,
