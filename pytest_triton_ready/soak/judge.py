@@ -39,7 +39,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..load.confidence import proportion_interval, trials_needed
+from ..load.confidence import Estimate, proportion_interval
+from ..load.decision import FAIL, PASS, Rule, judge
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .duration import format_duration
 from .trend import SPAN_STEPS, Trend, fit, rank_p_value
@@ -155,8 +156,7 @@ def leak_unjudged(span_s: float, leak_min_s: float, warmup_s: float) -> str:
 
 def _success(windows: Sequence[Window], minimum: ThresholdValue, confidence: float,
              undecided: list[str]) -> list[Outcome]:
-    outcomes = [_success_overall(sum(w.ok for w in windows), sum(w.completed for w in windows), minimum,
-                                 confidence, undecided)]
+    outcomes = [_success_overall(windows, minimum, confidence, undecided)]
     judged = [w for w in windows if w.completed]
     failing = [w for w in judged if w.success_rate < minimum.value]
     outcomes.append(Outcome("success-window", "windows below the success minimum", len(failing), "windows", None,
@@ -175,21 +175,24 @@ def _success(windows: Sequence[Window], minimum: ThresholdValue, confidence: flo
     return outcomes
 
 
-def _success_overall(ok: int, completed: int, minimum: ThresholdValue, confidence: float,
+def _success_overall(windows: Sequence[Window], minimum: ThresholdValue, confidence: float,
                      undecided: list[str]) -> Outcome:
-    """The soak's success rate on the interval of its counts: passed, failed, or too close to call
-    (passed None, its sentence in `undecided`)."""
+    """The soak's success rate on the interval of its counts, decided as every success rate is
+    (load/decision.py `judge`): passed, failed, or too close to call (passed None, its sentence in
+    `undecided`)."""
+    ok, completed = sum(w.ok for w in windows), sum(w.completed for w in windows)
     if not completed:
         return Outcome("success-overall", "requests completed", 0, "requests", None, passed=False,
                        finding="no request completed during the soak")
     rate, interval = ok / completed, proportion_interval(ok, completed, confidence)
-    passed = True if interval.low >= minimum.value else False if interval.high < minimum.value else None
+    judged = judge(Rule("success rate over the soak", "success rate", ">=", minimum.value),
+                   Estimate("success rate", rate, interval, len(windows), trials=completed))
+    passed = {PASS: True, FAIL: False}.get(judged.outcome)
     shown = interval.describe(digits=5)
     if passed is None:
-        needed = trials_needed(minimum.value, confidence)
         undecided.append(f"success rate over the soak: {completed - ok} of {completed} requests failed ({rate:.3%}), "
                          f"its {shown} holds the minimum {minimum.value:g}"
-                         + (f" (0 failures in {needed:,} requests would show it)" if needed else ""))
+                         + (f" (0 failures in {judged.needed:,} requests would show it)" if judged.needed else ""))
     return Outcome("success-overall", "success rate over the soak", round(rate, 6), "ratio", minimum, ">=", passed,
                    f"{completed - ok} of {completed} requests failed over the soak ({rate:.3%} succeeded, "
                    f"{shown}; the rule is >= {minimum.value:.3%})")
