@@ -13,7 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .reading import DeploymentError, Document, TritonContainer, is_triton
+from .judgement import dig
+from .reading import DeploymentError, Document, TritonContainer, command_line, is_triton
 
 RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
 KNATIVE_DEFAULT_TIMEOUT_S = 300  # Knative's revision timeoutSeconds, which it makes the grace period
@@ -31,14 +32,8 @@ STRATEGY_ABSENT = ("KServe rolls a predictor out as a new revision beside the ol
                    "from the InferenceService")
 
 
-def _dig(node: Any, *keys: str) -> Any:
-    for key in keys:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
-
-
 def _name(document: Document) -> str:
-    return str(_dig(document.body, "metadata", "name") or "")
+    return str(dig(document.body, "metadata", "name") or "")
 
 
 def _component(predictor: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -51,11 +46,11 @@ def _component(predictor: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
 
 
 def _model_format(key: str, component: dict[str, Any]) -> str | None:
-    return "triton" if key == "triton" else _dig(component, "modelFormat", "name")
+    return "triton" if key == "triton" else dig(component, "modelFormat", "name")
 
 
 def _in_scope(document: Document, namespace: str | None) -> bool:
-    return document.kind == "ClusterServingRuntime" or _dig(document.body, "metadata", "namespace") in (None, namespace)
+    return document.kind == "ClusterServingRuntime" or dig(document.body, "metadata", "namespace") in (None, namespace)
 
 
 def _named_runtime(documents: list[Document], name: str, namespace: str | None) -> Document | None:
@@ -69,7 +64,7 @@ def _named_runtime(documents: list[Document], name: str, namespace: str | None) 
 
 def _priority(runtime: Document, model_format: str) -> int | None:
     """The priority with which `runtime` auto-selects `model_format`; None where it does not."""
-    for entry in _dig(runtime.body, "spec", "supportedModelFormats") or []:
+    for entry in dig(runtime.body, "spec", "supportedModelFormats") or []:
         if isinstance(entry, dict) and entry.get("name") == model_format and entry.get("autoSelect"):
             return int(entry.get("priority") or 0)
     return None
@@ -80,7 +75,7 @@ def _auto_selected(documents: list[Document], model_format: str, namespace: str 
     ClusterServingRuntime, the highest priority first, among those that auto-select the format."""
     for kind in RUNTIME_KINDS:
         ranked = [(_priority(d, model_format), n, d) for n, d in enumerate(documents)
-                  if d.kind == kind and _in_scope(d, namespace) and not _dig(d.body, "spec", "disabled")]
+                  if d.kind == kind and _in_scope(d, namespace) and not dig(d.body, "spec", "disabled")]
         ranked = [(p, n, d) for p, n, d in ranked if p is not None]
         if ranked:
             return max(ranked, key=lambda item: (item[0], -item[1]))[2]
@@ -153,9 +148,9 @@ def _with_version(image: str, version: str | None) -> str:
 def _origin(key: str, override: dict[str, Any], base: str, runtime_field: str, runtime_container: dict) -> str:
     """Where the merged container's field `key` is written: the predictor's, else the runtime's."""
     parts = key.split(".", 2) if key.startswith("resources.") else [key]
-    if _dig(override, *parts) is not None or (key == "image" and override.get("runtimeVersion")):
+    if dig(override, *parts) is not None or (key == "image" and override.get("runtimeVersion")):
         return f"{base}.{'runtimeVersion' if key == 'image' else key}"
-    return f"{runtime_field}.{key}" if _dig(runtime_container, *parts) is not None else f"{base}.{key}"
+    return f"{runtime_field}.{key}" if dig(runtime_container, *parts) is not None else f"{base}.{key}"
 
 
 def _argument_fields(runtime_args: list[Any], override_args: list[Any], base: str, runtime_field: str) -> dict:
@@ -171,7 +166,7 @@ def _storage(container: dict[str, Any], pod: dict[str, Any], component: dict, is
     """The storage initializer's volume and mount for a storageUri (KServe injects them)."""
     if not component.get("storageUri"):
         return
-    read_only = _dig(isvc.body, "metadata", "annotations", "storage.kserve.io/readonly") != "false"
+    read_only = dig(isvc.body, "metadata", "annotations", "storage.kserve.io/readonly") != "false"
     mounts = container.setdefault("volumeMounts", [])
     fields[f"volumeMounts[{len(mounts)}]"] = f"{base}.storageUri"
     fields[f"volumeMounts[{len(mounts)}].readOnly"] = "metadata.annotations.storage.kserve.io/readonly"
@@ -182,7 +177,7 @@ def _storage(container: dict[str, Any], pod: dict[str, Any], component: dict, is
 def serverless(isvc: Document) -> bool:
     """Whether KServe runs the InferenceService on Knative: its default, unless the deploymentMode
     annotation says RawDeployment (Standard)."""
-    mode = _dig(isvc.body, "metadata", "annotations", "serving.kserve.io/deploymentMode")
+    mode = dig(isvc.body, "metadata", "annotations", "serving.kserve.io/deploymentMode")
     return mode not in ("RawDeployment", "Standard")
 
 
@@ -202,26 +197,26 @@ def _grace_defaults(isvc: Document, predictor: dict[str, Any], pod: dict[str, An
 def _workload(isvc: Document, predictor: dict[str, Any]) -> dict[str, Any]:
     """The InferenceService as a Deployment would say it: minReplicas and the predictor pods' labels."""
     labels = {"serving.kserve.io/inferenceservice": _name(isvc), "component": "predictor",
-              **(_dig(predictor, "labels") or {})}
+              **(dig(predictor, "labels") or {})}
     return {"kind": "InferenceService", "metadata": isvc.body.get("metadata") or {},
             "spec": {"replicas": predictor.get("minReplicas", 1), "template": {"metadata": {"labels": labels}}}}
 
 
 def _runtime_container(runtime: Document) -> tuple[int, dict[str, Any]] | None:
-    containers = _dig(runtime.body, "spec", "containers") or []
+    containers = dig(runtime.body, "spec", "containers") or []
     return next(((n, c) for n, c in enumerate(containers) if isinstance(c, dict) and is_triton(c)), None)
 
 
 def inference_service_container(isvc: Document, documents: list[Document]) -> TritonContainer | None:
     """The Triton container of one InferenceService, normalized; None where its predictor is not Triton."""
-    predictor = _dig(isvc.body, "spec", "predictor") or {}
+    predictor = dig(isvc.body, "spec", "predictor") or {}
     found = _component(predictor)
     if found is None:
         return None
     key, component = found
     model_format = _model_format(key, component)
     where = f"{isvc.path} document {isvc.index} (InferenceService {_name(isvc)})"
-    runtime = _runtime(documents, component, model_format, _dig(isvc.body, "metadata", "namespace"))
+    runtime = _runtime(documents, component, model_format, dig(isvc.body, "metadata", "namespace"))
     if runtime is None:
         if model_format == "triton":
             raise _missing_runtime(where, key, component, model_format)
@@ -243,8 +238,7 @@ def inference_service_container(isvc: Document, documents: list[Document]) -> Tr
     fields["/spec.strategy"] = "spec.predictor"
     _storage(container, pod, component, isvc, base, fields)
     defaults = _grace_defaults(isvc, predictor, pod, fields)
-    args = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
-    return TritonContainer(isvc, pod, container, base, args, source="KServe", fields=fields,
+    return TritonContainer(isvc, pod, container, base, command_line(container), source="KServe", fields=fields,
                            absent={"/spec.strategy": STRATEGY_ABSENT}, workload=_workload(isvc, predictor),
                            defaults=defaults)
 

@@ -82,9 +82,14 @@ def _pod_spec(document: Document) -> tuple[dict[str, Any], str] | None:
     return None
 
 
+def command_line(container: dict[str, Any]) -> list[str]:
+    """The container's command followed by its args, as words."""
+    return [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
+
+
 def is_triton(container: dict[str, Any]) -> bool:
-    words = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
-    return any("tritonserver" in word for word in words) or "tritonserver" in str(container.get("image", ""))
+    return any("tritonserver" in word for word in command_line(container)) or "tritonserver" in str(
+        container.get("image", ""))
 
 
 def triton_containers(documents: list[Document]) -> list[TritonContainer]:
@@ -97,6 +102,6 @@ def triton_containers(documents: list[Document]) -> list[TritonContainer]:
         pod_spec, prefix = spec
         for number, container in enumerate(pod_spec.get("containers") or []):
             if is_triton(container):
-                args = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
-                found.append(TritonContainer(document, pod_spec, container, f"{prefix}.containers[{number}]", args))
+                found.append(TritonContainer(document, pod_spec, container, f"{prefix}.containers[{number}]",
+                                             command_line(container)))
     return found
