@@ -32,7 +32,7 @@ from typing import Any
 from ..errors import TritonReadyError
 from .traffic import Traffic, TrafficPlan, TrafficResult, Window
 from .window_recorder import summarize
-from .workers import WindowAssembler, _merge_parts, _merge_sightings, split
+from .workers import ArrivalSnapshots, WindowAssembler, _merge_parts, _merge_sightings, split
 
 RESOURCE = "triton_load"
 START_DELAY_S = 2.0
@@ -239,8 +239,8 @@ def _drive(ray: Any, actors: list, info: ClusterInfo, plan: TrafficPlan, transpo
         1, sum(shares[i].concurrency.values()) or plan.max_in_flight)}, start_at + info.workers[i]["offset_s"])
         for i, actor in enumerate(actors)]
     started_mono = time.monotonic() + (start_at - time.time())
-    snapshots: dict[str, Any] = {}
-    assembler = WindowAssembler(count, plan, probe, snapshots)
+    arrivals = ArrivalSnapshots(probe) if probe is not None else None
+    assembler = WindowAssembler(count, plan, arrivals)
     stop_at = start_at + plan.warmup_s + plan.duration_s if plan.duration_s is not None else None
     deadline = time.time() + max_wait_s + START_DELAY_S
     stopping = False
@@ -256,8 +256,8 @@ def _drive(ray: Any, actors: list, info: ClusterInfo, plan: TrafficPlan, transpo
     try:
         while len(finals) < count:
             now = time.time()
-            if probe is not None and "last" not in snapshots and now >= start_at + plan.warmup_s:
-                snapshots["last"] = probe.snapshot()
+            if arrivals is not None and arrivals.last is None and now >= start_at + plan.warmup_s:
+                arrivals.mark()
             if (stop_at is not None and now >= stop_at) or now >= deadline:
                 stop_all()
             try:

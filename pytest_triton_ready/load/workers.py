@@ -2,8 +2,9 @@
 across processes (concurrency or rate divided), each runs its own event loop and transport, and
 their windows are merged in the parent by window index (HdrHistograms travel encoded).
 
-Windows line up because every worker starts at the same wall-clock instant chosen by the parent.
-The parent decides when to stop (stability, validity, max windows) and tells all workers at once.
+Windows line up because every worker starts at the same wall-clock instant, chosen by the parent
+once all of them are ready; the parent reads the server's statistics at the windows' edges on that
+clock. It decides when to stop (stability, validity, max windows) and tells all workers at once.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from typing import Any
 
 from .background import new_loop
 from .senders import make_sender
-from .server_side import window_delta
+from .server_side import ServerWindow, window_delta
 from .stats import Tally
 from .traffic import Traffic, TrafficPlan, TrafficResult, Window
 from .window_recorder import Sighting, summarize
 
 IN_FLIGHT_PER_WORKER = 32
 RATE_PER_WORKER = 4000.0
-START_DELAY_S = 1.0
+START_DELAY_S = 0.2  # from the last worker ready to the shared start
+EDGE_WAIT_S = 5.0  # how long a closed window waits for the server's snapshot at its closing edge
 
 
 def auto_workers(concurrency: int | None = None, rate: float | None = None, cores: int | None = None) -> int:
@@ -77,13 +79,18 @@ def _die_with_runner(runner_pid: int | None) -> None:
     threading.Thread(target=watch, name="runner-watch", daemon=True).start()
 
 
-def _worker_main(index: int, plan: TrafficPlan, transport: dict, start_at: float, out: Any, stop: Any,
+def _worker_main(index: int, plan: TrafficPlan, transport: dict, start: Any, out: Any, stop: Any,
                  runner_pid: int | None = None) -> None:
     _die_with_runner(runner_pid)
 
     async def run() -> None:
         sender = make_sender(transport["protocol"], transport["grpc_url"], transport["http_url"],
                              transport["headers"], transport["timeout_s"], transport["in_flight"])
+        out.put(("ready", index))
+        while not start.go.wait(0.1):
+            if stop.is_set():
+                await sender.close()
+                return
 
         def on_window(window: Window, tallies: dict[str, Tally]) -> None:
             out.put(("window", index, window.index, window.start_s, window.end_s,
@@ -93,9 +100,10 @@ def _worker_main(index: int, plan: TrafficPlan, transport: dict, start_at: float
         traffic.on_tallies = on_window
         traffic.counter_base = (traffic.counter_base + index * (1 << 20)) % (1 << 24)
         threading.Thread(target=lambda: (stop.wait(), traffic.stop()), daemon=True).start()
-        delay = start_at - time.time()
+        delay = start.at.value - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
+        out.put(("started", index, time.time()))
         result = await traffic.run()
         out.put(("done", index, {m: t.to_wire() for m, t in _overall(traffic).items()}, result.in_flight_at_stop,
                  {m: {r: x.__dict__ for r, x in by.items()} for m, by in result.sightings.items()},
@@ -134,24 +142,20 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
         else:
             share.rates = {m: split(r, workers, False)[i] for m, r in plan.rates.items()}
         shares.append(share)
-    start_at = time.time() + START_DELAY_S + 0.2 * workers
+    start = StartSignal(context)
     processes = [context.Process(target=_worker_main, args=(i, shares[i], {**transport, "in_flight": max(
-        1, sum(shares[i].concurrency.values()) or plan.max_in_flight)}, start_at, out, stop, os.getpid()),
+        1, sum(shares[i].concurrency.values()) or plan.max_in_flight)}, start, out, stop, os.getpid()),
         daemon=True)
         for i in range(workers)]
     for process in processes:
         process.start()
-    snapshots: dict[str, Any] = {}
-    if probe is not None:  # the first window's server delta starts where warm-up ends
-        threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s,
-                        lambda: snapshots.setdefault("last", probe.snapshot())).start()
-    assembler = WindowAssembler(workers, plan, probe, snapshots)
+    edges = None
+    assembler = WindowAssembler(workers, plan, None)
+    ready, started = set(), {}
     finals: dict[int, tuple] = {}
     errors = []
     deadline = time.time() + max_wait_s + START_DELAY_S
-    started_mono = time.monotonic() + (start_at - time.time())
-    if plan.duration_s is not None:
-        threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s + plan.duration_s, stop.set).start()
+    started_mono = time.monotonic()
     try:
         while len(finals) + len(errors) < workers and time.time() < deadline:
             try:
@@ -161,7 +165,21 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
                     break
                 continue
             kind = message[0]
-            if kind == "error":
+            if kind == "ready":
+                ready.add(message[1])
+                if len(ready) == workers:  # every worker has its transport: all start at one instant
+                    start_at = start.give(START_DELAY_S)
+                    started_mono = time.monotonic() + (start_at - time.time())
+                    if plan.duration_s is not None:
+                        threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s + plan.duration_s,
+                                        stop.set).start()
+            elif kind == "started":
+                started[message[1]] = message[2]
+                if len(started) == workers and probe is not None and plan.window_s:
+                    first_edge = sum(started.values()) / workers + plan.warmup_s
+                    edges = assembler.edges = EdgeSnapshots(probe, first_edge, plan.window_s, stop)
+                    edges.start()
+            elif kind == "error":
                 errors.append(message[2])
                 stop.set()
             elif kind == "done":
@@ -173,6 +191,8 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
                     stop.set()
     finally:
         stop.set()
+        if edges is not None:
+            edges.join(5)
         for process in processes:
             process.join(10)
             if process.is_alive():
@@ -208,16 +228,92 @@ def _merge_sightings(parts: list[dict[str, dict[str, dict]]]) -> dict[str, dict[
     return merged
 
 
+class StartSignal:
+    """The instant every worker starts at, given once all of them are ready (modules imported and
+    transport made: a worker spawned on a loaded machine may need seconds for that), so that no
+    worker's windows start late against the others' and against the server's edge snapshots."""
+
+    def __init__(self, context: Any) -> None:
+        self.at = context.Value("d", 0.0)
+        self.go = context.Event()
+
+    def give(self, delay_s: float) -> float:
+        self.at.value = time.time() + delay_s
+        self.go.set()
+        return self.at.value
+
+
+class EdgeSnapshots(threading.Thread):
+    """The server's snapshots at the windows' edges on the workers' shared clock: edge k at
+    `first_edge` (wall clock, warm-up end) + k windows, taken by a thread of the parent. A window's
+    server delta is then the one between its own two edges, not between the instants its last part
+    reached the parent, which trail the edges by the queue and by a busy parent (on a loaded 2-core
+    machine by 10% of a short window, counted against the server)."""
+
+    def __init__(self, probe: Any, first_edge: float, window_s: float, stop: Any,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(name="server-edges", daemon=True)
+        self.probe = probe
+        self.first_edge = first_edge
+        self.window_s = window_s
+        self.stop = stop
+        self.clock = clock
+        self.snapshots: dict[int, Any] = {}
+        self._taken = threading.Condition()
+
+    def run(self) -> None:
+        edge = 0
+        while not self.stop.wait(max(0.0, self.first_edge + edge * self.window_s - self.clock())):
+            self.take(edge)
+            edge += 1
+        with self._taken:  # a window waiting for an edge that will not come stops waiting
+            self._taken.notify_all()
+
+    def take(self, edge: int) -> None:
+        snapshot = self.probe.snapshot()
+        with self._taken:
+            self.snapshots[edge] = snapshot
+            self._taken.notify_all()
+
+    def window(self, index: int, wait_s: float) -> ServerWindow | None:
+        """The server's delta over window `index` (edges index and index + 1), waiting up to `wait_s`
+        for its closing edge; None where an edge was not taken (the run stopped first)."""
+        with self._taken:
+            self._taken.wait_for(lambda: index + 1 in self.snapshots or self.stop.is_set(), wait_s)
+            before, after = self.snapshots.get(index), self.snapshots.get(index + 1)
+            for edge in [e for e in self.snapshots if e < index]:  # windows close in order
+                del self.snapshots[edge]
+        return window_delta(before, after) if before is not None and after is not None else None
+
+
+class ArrivalSnapshots:
+    """The server's delta since the previous window, read as each window is assembled: for workers
+    polled from afar (Ray), whose parts arrive in batches and whose clocks differ by their offsets."""
+
+    def __init__(self, probe: Any) -> None:
+        self.probe = probe
+        self.last: Any = None
+
+    def mark(self) -> None:
+        """The start of the first window (warm-up end)."""
+        self.last = self.probe.snapshot()
+
+    def window(self, index: int, wait_s: float) -> ServerWindow | None:
+        snapshot = self.probe.snapshot()
+        delta = window_delta(self.last, snapshot) if self.last is not None else None
+        self.last = snapshot
+        return delta
+
+
 class WindowAssembler:
     """Joins the workers' parts of each measurement window (by window index) into one Window once
     every worker has sent its part: merged tallies, the span from the earliest begin to the latest
-    end, and the server's statistics since the previous window. Keeps the last tallies as well."""
+    end, and the server's statistics between the window's edges. Keeps the last tallies as well."""
 
-    def __init__(self, workers: int, plan: TrafficPlan, probe: Any, snapshots: dict[str, Any]) -> None:
+    def __init__(self, workers: int, plan: TrafficPlan, edges: EdgeSnapshots | ArrivalSnapshots | None) -> None:
         self.workers = workers
         self.plan = plan
-        self.probe = probe
-        self.snapshots = snapshots
+        self.edges = edges
         self.windows: list[Window] = []
         self.recent: list[dict[str, Tally]] = []
         self._pending: dict[int, dict[int, tuple]] = {}
@@ -233,11 +329,8 @@ class WindowAssembler:
         stats, by_model = summarize(tallies, end - begin)
         window = Window(index, begin, end, stats, by_model,
                         tallies=tallies if self.plan.keep_window_tallies else None)
-        if self.probe is not None:
-            snapshot = self.probe.snapshot()
-            if "last" in self.snapshots:
-                window.server = window_delta(self.snapshots["last"], snapshot)
-            self.snapshots["last"] = snapshot
+        if self.edges is not None:
+            window.server = self.edges.window(index, EDGE_WAIT_S + (self.plan.window_s or 0.0))
         self.windows.append(window)
         self.recent = (self.recent + [tallies])[-max(1, self.plan.keep_tallies):]
         return True
