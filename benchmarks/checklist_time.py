@@ -101,7 +101,8 @@ def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Pa
     every: list[dict[str, str]] = []
     for run in range(1, count + 1):
         load_before = os.getloadavg()[0]
-        result = run_checklist(None, config, extra, keep / f"run-{run}.json" if keep else None)
+        server_log = [f"--triton-server-log={(keep / f'run-{run}-server.log').resolve()}"] if keep else []
+        result = run_checklist(None, config, [*extra, *server_log], keep / f"run-{run}.json" if keep else None)
         every.append(result["by_test"])
         cells = []
         for check_id in DECIDING:
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="two model counts, e.g. 3,12: copies of the demo's stateless models")
     parser.add_argument("--config", type=Path, help="--triton-config for every run")
     parser.add_argument("--runs", type=int, help="run the checklist this many times in a row")
-    parser.add_argument("--keep", type=Path, help="with --runs: copy each run's readiness.json here")
+    parser.add_argument("--keep", type=Path, help="with --runs: copy each run's readiness.json and server log here")
     parser.add_argument("extra", nargs="*", help="more checklist options (after --)")
     args = parser.parse_args(argv)
     if args.runs:

@@ -327,6 +327,35 @@ def test_a_dead_instance_seen_by_the_traffic_or_the_probe_is_judged(errors, unhe
     assert outcome.incomplete is None and outcome.death_observed
 
 
+def test_a_server_that_goes_down_with_the_killed_stub_is_a_finding_not_an_error():
+    """Seen once in five default demo runs: after the kill of one stub the server refused
+    connections, and the TritonUnreachable of the next ready probe made the check an ERROR."""
+    from pytest_triton_ready.client import TritonUnreachable
+    from pytest_triton_ready.faults.crash_experiments import InstanceRestart
+    from pytest_triton_ready.faults.injector import FaultInjector
+    from pytest_triton_ready.faults.judges import judge_dead_instance
+
+    injector = Injector(Traffic(errors=40))
+
+    def refused(path):
+        raise TritonUnreachable("cannot reach the server at http://127.0.0.1:8000: connection refused")
+
+    injector.client.get_status = refused
+    injector.processes.exit_code = lambda: -11
+    injector.target.launcher.log_text = lambda n: "I1203 model loaded\nE1203 Stub process 'scale_0_0' is not healthy."
+    injector.server_death = lambda exc: FaultInjector.server_death(injector, exc)
+    outcome = run_experiment(InstanceRestart(injector, "scale"))
+    assert outcome.incomplete is None and outcome.death_observed
+    assert outcome.server_died == ("tritonserver exited with code -11; the last error in its log: "
+                                   "E1203 Stub process 'scale_0_0' is not healthy.")
+    check = _recorder()
+    check.threshold = lambda name: None
+    judge_dead_instance(check, outcome, "2.51.0", 10.0)
+    assert [(f.severity, f.message) for f in check.result.findings] == [
+        ("error", "scale: the kill of one python backend stub (scale_0_0) took the whole server down: "
+         + outcome.server_died)]
+
+
 # -- the streaming experiments through the skeleton, with fake streams --------------------------------
 class Streams(Traffic):
     """Fake streamed traffic: tokens, an in-flight count, and the records a StreamingResult keeps."""

@@ -41,13 +41,21 @@ class InstanceRestart(InjectorExperiment):
         return f"stub {self.outcome.instance} killed"
 
     def fault(self, traffic: Any) -> None:
-        injector, outcome, model, plan = self.injector, self.outcome, self.model, self.plan
-        client, prober = injector.client, self.prober
+        outcome = self.outcome
         self.fault_attempted = True
         outcome.instance = self.cause()
         if outcome.instance is None:
             return
         self.note_fault(traffic, self.event)
+        try:
+            self._observe_and_recover(traffic)
+        except ConnectionError as exc:  # TritonUnreachable: the kill of one stub took the server down
+            outcome.server_died = self.injector.server_death(exc)
+            traffic.event("the server stopped answering")
+
+    def _observe_and_recover(self, traffic: Any) -> None:
+        injector, outcome, model, plan = self.injector, self.outcome, self.model, self.plan
+        client, prober = injector.client, self.prober
         observe_until = time.monotonic() + plan.observe_s
         while time.monotonic() < observe_until:
             outcome.server_ready_while_dead.append(client.get_status("/v2/health/ready"))

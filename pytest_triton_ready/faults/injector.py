@@ -18,11 +18,12 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from ..launchers.process import last_error_line
 from ..load.streaming_single import stream_once
 from ..models import initial_state_of, instance_count, is_decoupled
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared_experiments import DECLARED
-from .experiment import Experiment, run_experiment
+from .experiment import Experiment, one_line, run_experiment
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .probes import InstanceProber, wait_until
 from .processes import ServerProcesses, StubProcess
@@ -206,6 +207,15 @@ class FaultInjector:
         self.client.unload(model)
         wait_until(lambda: not self.client.model_ready(model), 10)
         self.client.load(model)
+
+    def server_death(self, error: BaseException) -> str:
+        """How the server went down, from a request that could not reach it: its exit code and the
+        last error line of its log where this run owns the process, else the client's error."""
+        code = self.processes.exit_code() if self.owns_process else None
+        if code is None:
+            return f"the server stopped answering ({one_line(error)})"
+        last = last_error_line(self.target.launcher.log_text(400))
+        return f"tritonserver exited with code {code}; the last error in its log: {last}"
 
     def kill_server(self) -> None:
         """SIGKILL the server and everything it started (a crash), through its launcher."""

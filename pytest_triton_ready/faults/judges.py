@@ -45,6 +45,13 @@ def judge_dead_instance(check: Any, outcome: InstanceRestartOutcome, version: st
     """The ready endpoints stop answering 200 while an instance is dead, and unload + load revives
     every instance within instance_recovery_max_s."""
     model, dead = outcome.model, outcome.instance
+    if outcome.server_died:
+        check.finding(f"{model}: the kill of one python backend stub ({dead}) took the whole server down: "
+                      f"{outcome.server_died}", model=model, rule="PERF-4")
+        check.recommend("A model instance must be able to die alone: read the server's log for the crash, "
+                        "upgrade Triton or the python backend, and until then run two or more replicas "
+                        "so that one crashing server is not an outage.")
+        return
     check.measure("requests failed while the instance was dead", outcome.failed_while_dead, "requests", model=model)
     check.measure("requests failed during unload + load", outcome.failed_during_recovery, "requests", model=model)
     if outcome.failure_share is not None:

@@ -104,11 +104,13 @@ class InstanceRestartOutcome(Outcome):
     plain_load_recovered: bool | None = None
     recovery_s: float | None = None  # from unload + load until every instance answered
     impact_s: float | None = None  # from the kill until clients saw clean service again
+    server_died: str | None = None  # how the whole server went down after the kill of one stub
 
     @property
     def death_observed(self) -> bool:
-        """The killed instance was seen dead: a probe named it unhealthy or a request failed."""
-        return bool(self.unhealthy_instances) or self.failed_requests > 0
+        """The killed instance was seen dead: a probe named it unhealthy, a request failed, or the
+        whole server went down with it."""
+        return bool(self.unhealthy_instances) or self.failed_requests > 0 or self.server_died is not None
 
     @property
     def readiness_lied(self) -> bool:
