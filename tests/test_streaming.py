@@ -147,6 +147,22 @@ def test_stalls_between_tokens_fail_perf1_on_itl_with_the_quick_configuration(ru
     print(f"stalls ITL p99 {itl['value']} ms; generate ITL p99 {_measures(result, 'generate')['ITL p99']['value']} ms")
 
 
+def test_a_healthy_one_response_stream_passes_perf1_with_itl_not_applicable(run_checklist):
+    """A decoupled model that answers each request with one response and the final flag (as
+    Triton's QA model async_execute_decouple does) has no inter-token latency: streaming PERF-1 is
+    decided on TTFT, the success rate and stuck requests, and says why ITL is not judged."""
+    from pytest_triton_ready.load.streaming_target import SINGLE_RESPONSE
+
+    run = run_checklist("test_streaming.py", url=None,
+                        args=(*_own_server("one_response"), "-k", "slo_at_target_load or final_flag"))
+    perf1 = run.result("test_streaming_slo_at_target_load")
+    assert perf1["verdict"] == "pass", json.dumps(perf1, indent=1)[:4000]
+    measured = _measures(perf1, "one_response")
+    assert measured["TTFT p99"]["passed"] is True and not measured.keys() & {"ITL p99", "ITL p50"}
+    assert SINGLE_RESPONSE in [e["text"] for e in perf1["evidence"]]
+    assert run.result("test_streaming_answers_end_with_final_flag")["verdict"] == "pass"
+
+
 def test_missing_final_flag_fails_the_stream_soak_naming_the_requests(run_checklist):
     run = run_checklist("test_streaming.py", url=None,
                         args=(*_own_server("missing_final", "--triton-threshold=streaming_soak_s=10"), "-k", "soak"))
