@@ -242,9 +242,26 @@ def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: It
         lines.append(f"  deployment: {settings.triton_deployment} (Kubernetes {settings.triton_kubernetes_version} "
                      "schemas), its probes, grace period and limits judged against this run's measurements "
                      "(docs/deployment.md)")
+        lines.extend(_inside_limits(settings))
     lines.append("  everything else reads only: health, repository index, configs, statistics, metrics, one "
                  "inference per model, malformed requests that a server refuses")
     return "\n".join(lines)
+
+
+def _inside_limits(settings: Any) -> list[str]:
+    """The container launcher's run inside the deployment's limits, and what it could not carry over."""
+    if settings.launch != "container":
+        return []
+    from .deployment.manifest import read_manifest
+    from .deployment.pod_limits import pod_limits
+    from .deployment.reading import DeploymentError
+
+    try:
+        pod = pod_limits(read_manifest(settings.triton_deployment, settings.triton_kubernetes_version))
+    except (DeploymentError, ValueError) as exc:
+        return [f"  container: not inside the deployment's limits: {exc}"]
+    return [f"  container inside the deployment's limits: {pod.describe()}"] + [
+        f"    not carried over: {line}" for line in pod.left_out]
 
 
 def _threshold(settings: Any, name: str) -> float:

@@ -6,10 +6,12 @@ crash-restart and dead-instance experiments through the container, logs, memory,
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -322,10 +324,57 @@ def test_real_engine_soak_reads_the_containers_memory(container_engine):
         launcher.cleanup()
 
 
+DEPLOYMENTS = Path(__file__).resolve().parent / "data" / "deployments"
+
+
+def test_real_container_runs_inside_the_deployments_limits(container_engine, tmp_path):
+    """--triton-deployment's memory and CPU limits, /dev/shm and environment are the container's."""
+    manifest = tmp_path / "limited.yaml"
+    manifest.write_text((DEPLOYMENTS / "k8s-onprem.yaml").read_text().replace(
+        "            limits:\n              nvidia.com/gpu: 1\n",
+        "            limits:\n              nvidia.com/gpu: 1\n              memory: 2Gi\n              cpu: 1500m\n"))
+    launcher = ContainerLauncher(settings_from(container_engine.settings(
+        triton_deployment=str(manifest), triton_kubernetes_version="1.25.0")))
+    try:
+        launcher.start()
+        launcher.wrapped.reload()
+        host = launcher.wrapped.attrs["HostConfig"]
+        assert (host["Memory"], host["NanoCpus"], host["ShmSize"]) == (2 * 2**30, 1_500_000_000, 64 * 2**20), host
+        assert launcher.exec(["sh", "-c", "df -m /dev/shm | tail -1"])[1].split()[1] == "64"
+    finally:
+        launcher.cleanup()
+
+
+def test_real_container_below_the_servers_peak_memory_is_oom_killed_and_the_run_says_so(run_checklist,
+                                                                                         container_engine):
+    """A deployment whose memory limit is below what the server needs to start: the kernel's OOM
+    kill inside the container, named with the limit, the field it came from, the most the
+    container used and its exit code; the run stops there (exit 8) with that line in its report."""
+    manifest = DEPLOYMENTS / "broken" / "memory-limit-below-peak.yaml"
+    run = run_checklist("test_config.py", url=None, args=("--triton-launch=container", *container_engine.launcher_args(),
+                                                          f"--triton-deployment={manifest}",
+                                                          "--triton-kubernetes-version=1.25.0"))
+    output = run.outcome.stdout.str()
+    assert run.outcome.ret == 8, output[-3000:]
+    assert "container inside the deployment's limits: 64 MiB, no CPU limit, /dev/shm 64 MiB" in output
+    line = next(line for line in output.splitlines() if "the kernel OOM-killed " in line)
+    print(line)
+    assert " of the tritonserver container during start-up at its memory limit 64 MiB (spec.template.spec." \
+           "containers[0].resources.limits.memory in " in line
+    assert "the most it used: 64 MiB; the container then ended with exit code 137" in line
+    assert run.report["verdict"] == "INCOMPLETE" and "the kernel OOM-killed " in json.dumps(run.report)
+
+
 def test_real_container_config_and_monitoring_phases(run_checklist, container_engine):
+    """Inside the limits of Triton's own k8s-onprem chart (no memory or CPU limit, no volume at
+    /dev/shm: the runtime's 64 MiB), as the pod would run it."""
     run = run_checklist("test_config.py", "test_monitoring.py", url=None,
-                        args=("--triton-launch=container", *container_engine.launcher_args()))
+                        args=("--triton-launch=container", *container_engine.launcher_args(),
+                              f"--triton-deployment={DEPLOYMENTS / 'k8s-onprem.yaml'}",
+                              "--triton-kubernetes-version=1.25.0"))
     assert run.outcome.ret in (0, 1, 6), run.outcome.stdout.str()[-2000:]  # a verdict, not a failed launch
+    assert "container inside the deployment's limits: no memory limit, no CPU limit, /dev/shm 64 MiB" in \
+        run.outcome.stdout.str()
     assert run.report["context"]["launcher"] == "container"
     assert {r["verdict"] for r in run.report["results"]} <= {"pass", "fail", "incomplete", "not_applicable", "skip"}
     assert run.result("test_models_answer_inference")["verdict"] == "pass"

@@ -32,6 +32,7 @@ class Measured:
     server_version: str | None = None  # GET /v2: which readiness sees a dead python stub
     replica_capacity: dict[str, float] | None = None  # model -> PERF-2's capacity within SLO (one server = one pod)
     required_at_peak: dict[str, float] | None = None  # model -> OPS-2's declared peak with headroom
+    inside_limits: str | None = None  # the limits the server ran inside (container launcher), else None: a host's
     missing: dict[str, str] = field(default_factory=dict)
 
     def why_missing(self, name: str) -> str:
@@ -65,8 +66,9 @@ def judgement(rule: str, passed: bool | str | None, container: TritonContainer, 
     verdict = passed if isinstance(passed, str) else INCOMPLETE if passed is None else PASS if passed else FAIL
     why_absent = _lookup(container.absent, field_path)
     if why_absent is not None:
-        shown = field_path.removeprefix("/").removeprefix("pod:")
-        verdict, message = NOT_APPLICABLE, f"{container.source} has no equivalent of {shown}: {why_absent}"
+        shown, why = why_absent if isinstance(why_absent, tuple) else (
+            field_path.removeprefix("/").removeprefix("pod:"), why_absent)
+        verdict, message = NOT_APPLICABLE, f"{container.source} has no equivalent of {shown}: {why}"
         details = {}
     if verdict == PASS:
         details.pop("fix", None)
@@ -75,13 +77,20 @@ def judgement(rule: str, passed: bool | str | None, container: TritonContainer, 
                      full_field(container, field_path), **details)
 
 
-def _key(table: dict[str, str], field_path: str) -> str | None:
+def worded(container: TritonContainer, key: str, kubernetes: str, **values: Any) -> str:
+    """The source's wording of `key` ("rule" or "rule:case"; container.words, a template filled with
+    `values`), else the Kubernetes wording as it is."""
+    template = container.words.get(key)
+    return kubernetes if template is None else template.format(**values)
+
+
+def _key(table: dict[str, Any], field_path: str) -> str | None:
     """The longest key of `table` that is `field_path` or a field above it."""
     keys = [k for k in table if field_path == k or field_path.startswith((k + ".", k + "["))]
     return max(keys, key=len) if keys else None
 
 
-def _lookup(table: dict[str, str], field_path: str) -> str | None:
+def _lookup(table: dict[str, Any], field_path: str) -> Any:
     """The entry of `table` for `field_path` or the nearest field above it."""
     key = _key(table, field_path)
     return table[key] if key is not None else None

@@ -1,11 +1,13 @@
-"""The deployment given with --triton-deployment: its documents read, validated against one
-Kubernetes version, and its Triton containers found; any problem is one DeploymentError line."""
+"""The deployment given with --triton-deployment: its documents read, the Kubernetes ones validated
+against one Kubernetes version (a compose file is read by compose.py, which refuses a wrong type
+naming the field), and its Triton containers found; any problem is one DeploymentError line."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compose import compose_containers, is_compose
 from .kserve import kserve_containers
 from .reading import DeploymentError, Document, TritonContainer, read_documents, triton_containers
 from .validation import validate
@@ -26,12 +28,14 @@ class Manifest:
 
 def read_manifest(path: Path, kubernetes_version: str) -> Manifest:
     """The deployment at `path`, valid for `kubernetes_version`, with at least one Triton container:
-    a workload's, or an InferenceService's merged with its runtime (kserve.py)."""
+    a workload's, an InferenceService's merged with its runtime (kserve.py), or a compose
+    service's (compose.py)."""
     documents = read_documents(path)
-    validate(documents, kubernetes_version)
-    containers = triton_containers(documents) + kserve_containers(documents)
+    validate([d for d in documents if not is_compose(d)], kubernetes_version)
+    containers = triton_containers(documents) + kserve_containers(documents) + compose_containers(documents)
     if not containers:
-        kinds = ", ".join(sorted({d.kind or "no kind" for d in documents}))
+        kinds = ", ".join(sorted({"compose file" if is_compose(d) else d.kind or "no kind" for d in documents}))
         raise DeploymentError(f"{path}: no Triton container (command, args or image naming tritonserver) in any "
-                              f"Deployment, StatefulSet, DaemonSet, Pod or InferenceService; the documents are: {kinds}")
+                              "Deployment, StatefulSet, DaemonSet, Pod, InferenceService or compose service; the "
+                              f"documents are: {kinds}")
     return Manifest(path, kubernetes_version, documents, containers)

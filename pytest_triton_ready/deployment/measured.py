@@ -27,7 +27,8 @@ def gpus_needed(configs: Mapping[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, exported: frozenset[str] | None,
-                  why_not_exported: str | None, leak_min_s: float, server_version: str | None = None) -> Measured:
+                  why_not_exported: str | None, leak_min_s: float, server_version: str | None = None,
+                  inside_limits: str | None = None) -> Measured:
     """The run's measurements; `configs` the models in scope (None where they could not be read)."""
     missing: dict[str, str] = {}
     start, drain, memory = facts.get(ServerStart), facts.get(Drain), facts.get(SoakMemory)
@@ -73,7 +74,7 @@ def measured_from(facts: Facts, configs: Mapping[str, dict[str, Any]] | None, ex
         python_models=None if configs is None else tuple(sorted(m for m, c in configs.items()
                                                                 if c.get("backend") == "python")),
         gpus_needed=None if configs is None else gpus_needed(configs), exported_metrics=exported,
-        server_version=server_version,
+        server_version=server_version, inside_limits=inside_limits,
         replica_capacity={m: c.max_throughput_within_slo_infer_s for m, c in capacities.items()} or None,
         required_at_peak={m: float(p["required_infer_s"]) for m, p in plan.models.items()
                           if p.get("required_infer_s") is not None} if plan else None, missing=missing)

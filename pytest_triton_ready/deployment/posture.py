@@ -11,11 +11,12 @@ from typing import Any
 
 import yaml
 
-from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured, dig, flag_value, judgement
+from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured, dig, flag_value, judgement, worded
 from .manifest import Manifest
 from .reading import Document, TritonContainer
 
 RESOURCE_METRICS = ("Resource", "ContainerResource")  # cpu and memory, from the kubelet, not the server
+AUTOSCALER = "/HorizontalPodAutoscaler"  # the `absent` key of a source that has none
 
 
 def adapter_names(manifest: Manifest) -> dict[str, str]:
@@ -48,7 +49,10 @@ def _metric_name(metric: dict[str, Any]) -> str | None:
 
 
 def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measured) -> list[Judgement]:
-    """One judgement per autoscaler of the workload: each of its metrics exported by the server."""
+    """One judgement per autoscaler of the workload: each of its metrics exported by the server; NOT
+    APPLICABLE, saying why, where the source has no autoscaler (compose)."""
+    if AUTOSCALER in container.absent:
+        return [judgement("hpa-metrics", NOT_APPLICABLE, container, AUTOSCALER, "")]
     judgements = []
     adapter = adapter_names(manifest)
     for hpa in [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]:
@@ -141,7 +145,11 @@ def rollout_capacity(manifest: Manifest, container: TritonContainer, measured: M
 
 
 def image_pinned(container: TritonContainer) -> Judgement:
-    """The image names a digest, or a tag other than latest."""
+    """The image names a digest, or a tag other than latest; a service built from a Dockerfile with no
+    image named is NOT APPLICABLE (what is pinned is its FROM line)."""
+    built = worded(container, "image-pinned:built", "")
+    if built:
+        return judgement("image-pinned", NOT_APPLICABLE, container, "image", built)
     image = str(container.container.get("image", ""))
     name = image.rsplit("/", 1)[-1]
     tag = name.split(":", 1)[1] if ":" in name else None
@@ -159,11 +167,12 @@ def run_as_non_root(container: TritonContainer) -> Judgement:
     good = non_root is True or (user is not None and user != 0 and non_root is not False)
     path = "securityContext" if own else "pod:securityContext"
     return judgement("run-as-non-root", good, container, path,
-                     f"runAsNonRoot {non_root if non_root is not None else 'not set'}, runAsUser "
-                     f"{user if user is not None else 'not set'}", manifest_value={"runAsNonRoot": non_root,
-                                                                                     "runAsUser": user},
-                     fix="securityContext: {runAsNonRoot: true, runAsUser: 1000}: a process that breaks out of "
-                         "Triton should not be root")
+                     worded(container, "run-as-non-root", f"runAsNonRoot {non_root if non_root is not None else 'not set'}"
+                                                          f", runAsUser {user if user is not None else 'not set'}"),
+                     manifest_value={"runAsNonRoot": non_root, "runAsUser": user},
+                     fix=worded(container, "run-as-non-root:fix", "securityContext: {runAsNonRoot: true, runAsUser: "
+                                                                  "1000}: a process that breaks out of Triton should not "
+                                                                  "be root"))
 
 
 def repository_read_only(container: TritonContainer) -> Judgement:
@@ -180,14 +189,16 @@ def repository_read_only(container: TritonContainer) -> Judgement:
     if not found:
         return judgement("model-repository-read-only", False, container, "volumeMounts",
                          f"--model-repository={repository} is on no volume: inside the image, written by nobody",
-                         fix="mount the model repository from a volume, readOnly: true")
+                         fix=worded(container, "model-repository-read-only:fix-none",
+                                    "mount the model repository from a volume, readOnly: true"))
     number, mount = max(found, key=lambda item: len(item[1].get("mountPath", "")))
     return judgement("model-repository-read-only", mount.get("readOnly") is True, container,
                      f"volumeMounts[{number}].readOnly",
                      f"--model-repository={repository} is volume {mount.get('name')!r} at {mount.get('mountPath')}, "
                      f"readOnly {mount.get('readOnly', 'not set')}", manifest_value=mount.get("readOnly"),
-                     fix=f"volumeMounts[{number}].readOnly: true: the server only reads its repository, and a "
-                         "writable one lets a compromised pod change the models every replica loads")
+                     fix=worded(container, "model-repository-read-only:fix", f"volumeMounts[{number}].readOnly: "
+                                "true: the server only reads its repository, and a writable one lets a compromised pod "
+                                "change the models every replica loads", number=number))
 
 
 def judge_posture(container: TritonContainer) -> list[Judgement]:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 
 from ..thresholds import ThresholdValue
-from .judgement import Judgement, Measured, dig, judgement
+from .judgement import Judgement, Measured, dig, judgement, worded
 from .reading import TritonContainer
 
 LIVE, READY = "/v2/health/live", "/v2/health/ready"
@@ -68,15 +68,18 @@ def readiness_path(container: TritonContainer, measured: Measured) -> Judgement:
     path = _path(probe)
     good = path == READY or bool(path and path.startswith("/v2/models/") and path.endswith("/ready"))
     if probe is None:
-        message = "no readinessProbe: traffic reaches the pod before its models are loaded"
+        message = worded(container, "readiness-path:none",
+                         "no readinessProbe: traffic reaches the pod before its models are loaded")
     else:
         detection = (probe.get("periodSeconds", PROBE_DEFAULTS["periodSeconds"])
                      * probe.get("failureThreshold", PROBE_DEFAULTS["failureThreshold"]))
-        message = (f"readinessProbe asks {path or 'no HTTP path'}, the rule is {READY} or /v2/models/M/ready; it "
-                   f"takes the pod out of the endpoints {detection:g} s after it stops being ready"
-                   + blind_to_dead_stubs(path, measured))
+        shown, stubs = path or "no HTTP path", blind_to_dead_stubs(path, measured)
+        message = worded(container, "readiness-path",
+                         f"readinessProbe asks {shown}, the rule is {READY} or /v2/models/M/ready; it takes the pod "
+                         f"out of the endpoints {detection:g} s after it stops being ready{stubs}",
+                         path=shown, detection=detection, stubs=stubs)
     return judgement("readiness-path", good, container, "readinessProbe.httpGet.path", message,
-                     manifest_value=path, fix=f"readinessProbe.httpGet.path: {READY}")
+                     manifest_value=path, fix=worded(container, "readiness-path:fix", f"readinessProbe.httpGet.path: {READY}"))
 
 
 def probe_budget_s(probe: dict) -> float:
@@ -94,25 +97,29 @@ def startup_budget(container: TritonContainer, measured: Measured,
     probe, name = (startup, "startupProbe") if startup else (liveness, "livenessProbe")
     if probe is None:
         return judgement("startup-budget", False, container, "startupProbe",
-                         "neither a startupProbe nor a livenessProbe: nothing bounds or protects the start",
-                         threshold=margin, fix="startupProbe on /v2/health/ready with failureThreshold x "
-                                               "periodSeconds above the measured start-to-ready time")
+                         worded(container, "startup-budget:none",
+                                "neither a startupProbe nor a livenessProbe: nothing bounds or protects the start"),
+                         threshold=margin, fix=worded(container, "startup-budget:fix-none",
+                                                      "startupProbe on /v2/health/ready with failureThreshold x "
+                                                      "periodSeconds above the measured start-to-ready time"))
     budget = probe_budget_s(probe)
-    formula = (f"{name}: {probe.get('initialDelaySeconds', 0)} + {probe.get('failureThreshold', 3)} x "
-               f"{probe.get('periodSeconds', 10)} = {budget:g} s")
+    initial, retries, period = (probe.get("initialDelaySeconds", 0), probe.get("failureThreshold", 3),
+                                probe.get("periodSeconds", 10))
+    formula = worded(container, "startup-budget:formula", f"{name}: {initial} + {retries} x {period} = {budget:g} s",
+                     initial=initial, retries=retries, period=period, budget=budget)
     if measured.start_to_ready_s is None:
         return judgement("startup-budget", None, container, name, f"{formula}, held against nothing: "
                          f"{measured.why_missing('start_to_ready_s')}", manifest_value=budget, threshold=margin)
     needed = measured.start_to_ready_s * (1 + margin.value)
-    period = probe.get("periodSeconds", 10)
     return judgement(
         "startup-budget", budget >= needed, container, name,
         f"{formula}; measured start-to-ready {measured.start_to_ready_s:.1f} s x (1 + {margin.value:g}) = "
         f"{needed:.1f} s needed", manifest_value=budget, measured=measured.start_to_ready_s,
         measured_label="start-to-ready time", threshold=margin,
-        fix=f"{name}.failureThreshold: {math.ceil((needed - probe.get('initialDelaySeconds', 0)) / period)} (with "
-            f"periodSeconds {period}), or a startupProbe if there is none, so the pod is not restarted while its "
-            "models load")
+        fix=worded(container, "startup-budget:fix",
+                   f"{name}.failureThreshold: {math.ceil((needed - initial) / period)} (with periodSeconds "
+                   f"{period}), or a startupProbe if there is none, so the pod is not restarted while its models load",
+                   start_period=math.ceil(needed)))
 
 
 def judge_probes(container: TritonContainer, measured: Measured,

@@ -3,6 +3,7 @@ Triton container of each workload, found by its command/args (tritonserver) or i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,18 +34,21 @@ class Document:
 class TritonContainer:
     """One Triton container, with where it was read and the pod spec around it: the one view every
     rule reads. A Kubernetes workload's container is read as it is; a KServe InferenceService is
-    normalized into the same shape (kserve.py), with `fields` naming, per normalized field, where
-    the source holds it, and `absent`, per normalized field, why the source has no equivalent (its
-    rules are then NOT APPLICABLE, saying so)."""
+    normalized into the same shape (kserve.py), and so is a compose service (compose.py), with
+    `fields` naming, per normalized field, where the source holds it, `absent`, per normalized
+    field, why the source has no equivalent (or what it lacks and why; its rules are then NOT
+    APPLICABLE, saying so), and `words`, the source's own wording of a rule's message or fix where
+    Kubernetes' names fields the source does not have (judgement.worded)."""
 
     document: Document
     pod_spec: dict[str, Any]
     container: dict[str, Any]
     field_prefix: str
     args: list[str] = field(default_factory=list)
-    source: str = "Kubernetes"  # whose defaults apply: Kubernetes, KServe
+    source: str = "Kubernetes"  # whose defaults apply: Kubernetes, KServe, Compose
     fields: dict[str, str] = field(default_factory=dict)  # normalized field -> the source's field
-    absent: dict[str, str] = field(default_factory=dict)  # normalized field -> why the source has none
+    absent: dict[str, str | tuple[str, str]] = field(default_factory=dict)  # normalized field -> why none
+    words: dict[str, str] = field(default_factory=dict)  # "rule", "rule:case" -> the source's wording
     workload: dict[str, Any] | None = None  # the workload as a Deployment would say it (replicas, labels)
     defaults: dict[str, Any] = field(default_factory=dict)  # the source's defaults (terminationGracePeriodSeconds)
 
@@ -87,9 +91,16 @@ def command_line(container: dict[str, Any]) -> list[str]:
     return [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
 
 
+_RUNS_TRITON = re.compile(r"(?:^|[\s;&|(/])tritonserver(?=$|[\s;&|)])")
+
+
 def is_triton(container: dict[str, Any]) -> bool:
-    return any("tritonserver" in word for word in command_line(container)) or "tritonserver" in str(
-        container.get("image", ""))
+    """Whether the container runs tritonserver: a word of its command line runs it (not a host
+    name such as tritonserver:8001), or its image is a Triton server image (not the client SDK's,
+    tagged *-sdk)."""
+    image = str(container.get("image", ""))
+    server_image = "tritonserver" in image and not image.rsplit(":", 1)[-1].endswith("-sdk")
+    return any(_RUNS_TRITON.search(word) for word in command_line(container)) or server_image
 
 
 def triton_containers(documents: list[Document]) -> list[TritonContainer]:

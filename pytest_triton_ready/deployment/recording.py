@@ -20,8 +20,9 @@ from .manifest import Manifest
 from .measured import measured_from
 
 HOW_TO_GIVE_ONE = ("no deployment given: render the manifests (`helm template RELEASE CHART > rendered.yaml`, or "
-                   "`kustomize build`) and pass --triton-deployment=rendered.yaml (or deployment.manifests in the "
-                   "YAML, or TRITON_READY_DEPLOYMENT) to judge them against what this run measures")
+                   "`kustomize build`, or `docker compose config > rendered.yaml` for a compose file) and pass "
+                   "--triton-deployment=rendered.yaml (or deployment.manifests in the YAML, or "
+                   "TRITON_READY_DEPLOYMENT) to judge them against what this run measures")
 
 
 def deployment_or_not_applicable(check: Any, run: Any) -> Manifest:
@@ -60,7 +61,10 @@ def run_measured(check: Any, triton: Any, facts: Facts) -> Measured:
         version = triton.client.server_metadata().get("version")
     except (InferenceServerException, TritonReadyError, OSError):
         version = None
-    return measured_from(facts, configs, exported, why, check.threshold("soak_leak_min_duration_s").value, version)
+    inside = getattr(triton.launcher, "spec", None)
+    inside = inside.pod if inside is not None else None  # the container launcher ran it inside the pod's limits
+    return measured_from(facts, configs, exported, why, check.threshold("soak_leak_min_duration_s").value, version,
+                         inside.describe() if inside is not None else None)
 
 
 def _sentence(judgement: Judgement) -> str:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..thresholds import ThresholdValue
-from .judgement import NOT_APPLICABLE, Judgement, Measured, dig, gib, judgement, quantity
+from .judgement import NOT_APPLICABLE, Judgement, Measured, dig, gib, judgement, quantity, worded
 from .reading import TritonContainer
 
 MIB = 2**20
+ALL_GPUS = "all"  # a compose reservation of every GPU of the host (count: all, gpus: all)
 
 
 def _resource(container: TritonContainer, kind: str, name: str) -> float | None:
@@ -24,9 +25,9 @@ def memory_limit(container: TritonContainer, measured: Measured, limits: Mapping
     limit = _resource(container, "limits", "memory")
     if limit is None:
         return judgement("memory-limit", False, container, "resources.limits.memory",
-                         "no memory limit: the pod can take the node's memory, and the scheduler cannot place it "
-                         "by what it needs", threshold=headroom,
-                         fix=_memory_fix(measured, headroom))
+                         worded(container, "memory-limit:none", "no memory limit: the pod can take the node's memory, "
+                                "and the scheduler cannot place it by what it needs"), threshold=headroom,
+                         fix=_memory_fix(container, measured, headroom))
     if measured.peak_rss_bytes is None:
         return judgement("memory-limit", None, container, "resources.limits.memory",
                          f"limit {gib(limit)}, held against nothing: {measured.why_missing('peak_rss_bytes')}",
@@ -36,14 +37,16 @@ def memory_limit(container: TritonContainer, measured: Measured, limits: Mapping
                      f"limit {gib(limit)}; measured peak {gib(measured.peak_rss_bytes)} x (1 + {headroom.value:g}) "
                      f"= {gib(needed)} needed", manifest_value=gib(limit),
                      measured=round(measured.peak_rss_bytes / MIB, 1), measured_label="peak server RSS (MiB)",
-                     threshold=headroom, fix=_memory_fix(measured, headroom))
+                     threshold=headroom, fix=_memory_fix(container, measured, headroom))
 
 
-def _memory_fix(measured: Measured, headroom: ThresholdValue) -> str:
+def _memory_fix(container: TritonContainer, measured: Measured, headroom: ThresholdValue) -> str:
     if measured.peak_rss_bytes is None:
-        return "resources.limits.memory (and requests.memory) from a measured peak: run PERF-3's soak"
-    return (f"resources.limits.memory: {int(measured.peak_rss_bytes * (1 + headroom.value) / MIB) + 1}Mi or more "
-            "(and requests.memory the same, for a Guaranteed pod), else the pod is OOM-killed at its peak")
+        return worded(container, "memory-limit:fix-unmeasured",
+                      "resources.limits.memory (and requests.memory) from a measured peak: run PERF-3's soak")
+    mib = int(measured.peak_rss_bytes * (1 + headroom.value) / MIB) + 1
+    return worded(container, "memory-limit:fix", f"resources.limits.memory: {mib}Mi or more (and requests.memory the "
+                  "same, for a Guaranteed pod), else the pod is OOM-killed at its peak", mib=mib)
 
 
 def time_to_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> Judgement:
@@ -80,7 +83,8 @@ def memory_request(container: TritonContainer) -> Judgement:
     shown = f"request {gib(request) if request else 'none'}, limit {gib(limit) if limit else 'none'}"
     return judgement("memory-request", good, container, "resources.requests.memory", shown,
                      manifest_value=gib(request) if request else None,
-                     fix="resources.requests.memory at most resources.limits.memory")
+                     fix=worded(container, "memory-request:fix", "resources.requests.memory at most "
+                                "resources.limits.memory"))
 
 
 def cpu_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> Judgement:
@@ -97,13 +101,16 @@ def cpu_limit(container: TritonContainer, measured: Measured, limits: Mapping[st
                          f"limit {limit:g} cores; the report's capacity holds only if the server used no more: "
                          f"{measured.why_missing('cpu_cores_at_capacity')}", manifest_value=limit, threshold=headroom)
     needed = measured.cpu_cores_at_capacity * (1 + headroom.value)
+    where = (f"; the capacity was measured inside the deployment's limits ({measured.inside_limits})"
+             if measured.inside_limits else "; the capacity was measured without this limit, on this run's host")
     return judgement("cpu-limit", limit >= needed, container, "resources.limits.cpu",
                      f"limit {limit:g} cores; {measured.cpu_cores_at_capacity:.2f} cores used by the server at "
                      f"PERF-2's capacity x "
-                     f"(1 + {headroom.value:g}) = {needed:.2f} needed", manifest_value=limit,
+                     f"(1 + {headroom.value:g}) = {needed:.2f} needed{where}", manifest_value=limit,
                      measured=measured.cpu_cores_at_capacity, measured_label="CPU cores at capacity",
-                     threshold=headroom, fix=f"resources.limits.cpu: {needed:.1f} or more, or state the capacity "
-                                             "measured inside this limit")
+                     threshold=headroom, fix=worded(container, "cpu-limit:fix", f"resources.limits.cpu: {needed:.1f} or "
+                                                    "more, or state the capacity measured inside this limit",
+                                                    cores=needed))
 
 
 def shared_memory(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> Judgement:
@@ -119,13 +126,14 @@ def shared_memory(container: TritonContainer, measured: Measured, limits: Mappin
     mounts = container.container.get("volumeMounts") or []
     number, mount = next(((n, m) for n, m in enumerate(mounts) if m.get("mountPath") == "/dev/shm"), (None, None))
     models = ", ".join(measured.python_models)
-    fix = (f"a volume `emptyDir: {{medium: Memory, sizeLimit: {minimum.value:g}Mi}}` (or more) mounted at /dev/shm: "
-           "the python backend's stubs exchange every tensor through it, and without one the pod's /dev/shm is "
-           "the runtime's 64 MiB default, which large requests overflow")
+    fix = worded(container, "dev-shm:fix", f"a volume `emptyDir: {{medium: Memory, sizeLimit: {minimum.value:g}Mi}}` "
+                 "(or more) mounted at /dev/shm: the python backend's stubs exchange every tensor through it, and "
+                 "without one the pod's /dev/shm is the runtime's 64 MiB default, which large requests overflow",
+                 minimum=minimum.value)
     if mount is None:
-        return judgement("dev-shm", False, container, "volumeMounts",
-                         f"python backend models ({models}) and no volume mounted at /dev/shm", threshold=minimum,
-                         fix=fix)
+        return judgement("dev-shm", False, container, worded(container, "dev-shm:field", "volumeMounts"),
+                         worded(container, "dev-shm:none", f"python backend models ({models}) and no volume mounted "
+                                "at /dev/shm", models=models), threshold=minimum, fix=fix)
     volumes = {v.get("name"): (n, v) for n, v in enumerate(container.pod_spec.get("volumes") or [])}
     index, volume = volumes.get(mount.get("name"), (None, {}))
     medium, size = dig(volume, "emptyDir", "medium"), quantity(dig(volume, "emptyDir", "sizeLimit"))
@@ -140,19 +148,23 @@ def shared_memory(container: TritonContainer, measured: Measured, limits: Mappin
 
 def gpu_limit(container: TritonContainer, measured: Measured) -> Judgement:
     """limits nvidia.com/gpu >= the GPUs the KIND_GPU instance groups reference."""
-    limit = _resource(container, "limits", "nvidia.com/gpu")
+    raw = dig(container.container, "resources", "limits", "nvidia.com/gpu")
+    limit = raw if raw == ALL_GPUS else quantity(raw)
     if measured.gpus_needed is None:
         return judgement("gpu-limit", None, container, "resources.limits.nvidia.com/gpu",
                          f"the instance groups are not known: {measured.why_missing('gpus_needed')}",
                          manifest_value=limit)
     needed = max(measured.gpus_needed.values(), default=0)
     models = ", ".join(f"{m} ({n})" for m, n in sorted(measured.gpus_needed.items())) or "none"
-    return judgement("gpu-limit", (limit or 0) >= needed, container, "resources.limits.nvidia.com/gpu",
-                     (f"nvidia.com/gpu limit {limit:g}" if limit is not None else "no nvidia.com/gpu limit")
-                     + f"; KIND_GPU models and the GPUs they reference: {models}",
+    gpus = None if limit is None else limit if limit == ALL_GPUS else f"{limit:g}"
+    shown = f"nvidia.com/gpu limit {gpus}" if gpus else "no nvidia.com/gpu limit"
+    return judgement("gpu-limit", limit == ALL_GPUS or (limit or 0) >= needed, container,
+                     "resources.limits.nvidia.com/gpu",
+                     worded(container, "gpu-limit", f"{shown}; KIND_GPU models and the GPUs they reference: {models}",
+                            gpus=gpus or "none", models=models),
                      manifest_value=limit, measured=needed, measured_label="GPUs the instance groups reference",
-                     fix=f"resources.limits.nvidia.com/gpu: {needed}: without it the pod sees no GPU and KIND_GPU "
-                         "models fail to load")
+                     fix=worded(container, "gpu-limit:fix", f"resources.limits.nvidia.com/gpu: {needed}: without it the "
+                                "pod sees no GPU and KIND_GPU models fail to load", needed=needed))
 
 
 def judge_resources(container: TritonContainer, measured: Measured,

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 
 from ..thresholds import ThresholdValue
-from .judgement import Judgement, Measured, dig, flag_value, judgement
+from .judgement import Judgement, Measured, dig, flag_value, judgement, worded
 from .probes import PROBE_DEFAULTS
 from .reading import TritonContainer
 
@@ -43,7 +43,8 @@ def _grace_text(container: TritonContainer) -> str:
     grace, set_here = grace_s(container)
     owner = container.source + ("'" if container.source.endswith("s") else "'s")
     name = container.defaults.get("grace_source", f"{owner} default")
-    return f"terminationGracePeriodSeconds {grace:g} s" + ("" if set_here else f" ({name})")
+    field = worded(container, "grace-period:name", "terminationGracePeriodSeconds")
+    return f"{field} {grace:g} s" + ("" if set_here else f" ({name})")
 
 
 def grace_covers_drain(container: TritonContainer, measured: Measured,
@@ -57,27 +58,33 @@ def grace_covers_drain(container: TritonContainer, measured: Measured,
                          f"{_grace_text(container)}, held against nothing: {measured.why_missing('drain_s')}",
                          manifest_value=grace, threshold=margin)
     needed = stop + measured.drain_s + margin.value
+    text = _grace_text(container)
     return judgement(
         "grace-period-drain", grace >= needed, container, "pod:terminationGracePeriodSeconds",
-        f"{_grace_text(container)}; preStop {stop:g} s + measured drain {measured.drain_s:.1f} s + margin "
-        f"{margin.value:g} s = {needed:.1f} s needed", manifest_value=grace, measured=measured.drain_s,
-        measured_label="drain under traffic (SIGTERM until exit)", threshold=margin,
-        fix=f"terminationGracePeriodSeconds: {int(needed) + 1}, so the kubelet does not SIGKILL (exit 137) a "
-            "server still draining")
+        worded(container, "grace-period-drain", f"{text}; preStop {stop:g} s + measured drain {measured.drain_s:.1f} s "
+               f"+ margin {margin.value:g} s = {needed:.1f} s needed", grace=text, drain=measured.drain_s,
+               margin=margin.value, needed=needed),
+        manifest_value=grace, measured=measured.drain_s, measured_label="drain under traffic (SIGTERM until exit)",
+        threshold=margin, fix=worded(container, "grace-period-drain:fix",
+                                     f"terminationGracePeriodSeconds: {int(needed) + 1}, so the kubelet does not "
+                                     "SIGKILL (exit 137) a server still draining", seconds=int(needed) + 1))
 
 
 def grace_exceeds_exit_timeout(container: TritonContainer) -> Judgement:
     """grace > preStop + --exit-timeout-secs: the server's own timeout ends first, not the kubelet's."""
     grace, _ = grace_s(container)
     stop, timeout = pre_stop_s(container), exit_timeout_s(container)
-    given = flag_value(container.args, "--exit-timeout-secs") is not None
+    default = "" if flag_value(container.args, "--exit-timeout-secs") is not None else " (Triton default)"
+    text = _grace_text(container)
     return judgement(
         "grace-period-exit-timeout", grace > stop + timeout, container, "pod:terminationGracePeriodSeconds",
-        f"{_grace_text(container)}; preStop {stop:g} s + --exit-timeout-secs {timeout:g} s"
-        f"{'' if given else ' (Triton default)'} = {stop + timeout:g} s, the rule is more than that",
-        manifest_value=grace, fix=f"terminationGracePeriodSeconds: {int(stop + timeout) + 5}, or a lower "
-                                  "--exit-timeout-secs: a server that uses its whole exit timeout is SIGKILLed "
-                                  "(exit code 137) with requests in flight")
+        worded(container, "grace-period-exit-timeout", f"{text}; preStop {stop:g} s + --exit-timeout-secs "
+               f"{timeout:g} s{default} = {stop + timeout:g} s, the rule is more than that", grace=text,
+               timeout=timeout, default=default),
+        manifest_value=grace, fix=worded(container, "grace-period-exit-timeout:fix",
+                                         f"terminationGracePeriodSeconds: {int(stop + timeout) + 5}, or a lower "
+                                         "--exit-timeout-secs: a server that uses its whole exit timeout is SIGKILLed "
+                                         "(exit code 137) with requests in flight", seconds=int(stop + timeout) + 5))
 
 
 def pre_stop_delay(container: TritonContainer, measured: Measured) -> Judgement:

@@ -22,7 +22,16 @@ from typing import Any
 from . import Endpoints, LauncherCapabilities, LaunchError, Unsupported, stable_arguments
 from .container_processes import LIST_PROCESSES_SCRIPT, parse_process_list, select_stubs
 from .container_spec import CONTAINER_REPOSITORY, GRPC_PORT, HTTP_PORT, METRICS_PORT, container_spec
-from .docker_engine import binding_address, container_memory, docker_failure, engine_address, short_error
+from .docker_engine import (
+    MEMORY_EVENTS_SCRIPT,
+    binding_address,
+    container_memory,
+    docker_failure,
+    engine_address,
+    killed_for_memory,
+    memory_events,
+    short_error,
+)
 from .process import StubProcess, last_error_line, log_tail, stub_of
 from .settle import failed_models, settled
 
@@ -49,6 +58,7 @@ class ContainerLauncher:
         self.capabilities = dataclasses.replace(type(self).capabilities,
                                                 can_read_process_memory=bind_address == "127.0.0.1")
         self.failed_models: dict[str, str] = {}
+        self.peak_memory_bytes: float | None = None  # sampled during start-up inside a deployment's memory limit
         self.workdir = Path(tempfile.mkdtemp(prefix="triton-ready-container-"))
         self.log_path = self.workdir / "tritonserver.log"
         self.container = None  # testcontainers DockerContainer once started
@@ -181,11 +191,17 @@ class ContainerLauncher:
         deadline = time.monotonic() + self.startup_timeout_s
         http = self.endpoints.http_url
         self.failed_models = {}
+        limited = self.spec.pod is not None and self.spec.pod.memory_bytes
         while time.monotonic() < deadline:
             state = self._state()
             if state.get("Status") in ("exited", "dead"):
+                if state.get("OOMKilled"):
+                    raise LaunchError(killed_for_memory(0, state.get("ExitCode"), self.spec, self.peak_memory_bytes,
+                                                        "during start-up"))
                 raise LaunchError(f"the tritonserver container exited with code {state.get('ExitCode')} during "
                                   f"start-up: {self.last_error_line()}")
+            if limited:
+                self._end_on_oom_kill("during start-up")
             index = settled(http)
             if index is not None:
                 self.failed_models = failed_models(index, self.log_text(10**6))
@@ -193,6 +209,30 @@ class ContainerLauncher:
             time.sleep(0.5)
         raise LaunchError(f"the tritonserver container was not ready within {self.startup_timeout_s:.0f} s "
                           f"(log: {self.log_path})")
+
+    def oom_kills(self) -> int | None:
+        """Processes the kernel killed at the container's memory limit so far (its cgroup's count,
+        read from inside), None where it cannot be read; keeps the cgroup's peak usage as well."""
+        try:
+            code, output = self.exec(["sh", "-c", MEMORY_EVENTS_SCRIPT])
+        except LaunchError:
+            return None
+        events = memory_events(output) if code == 0 else None
+        if events is None:
+            return None
+        kills, peak = events
+        self.peak_memory_bytes = peak or self.peak_memory_bytes
+        return kills
+
+    def _end_on_oom_kill(self, when: str) -> None:
+        """A process OOM-killed inside a memory-limited container ends the container, as a pod on
+        cgroup v2 ends (memory.oom.group): Triton would wait for a killed stub for ever; LaunchError
+        names the kill. Nothing where no process was killed."""
+        kills = self.oom_kills()
+        if not kills:
+            return
+        self.kill()
+        raise LaunchError(killed_for_memory(kills, self.exit_code(), self.spec, self.peak_memory_bytes, when))
 
     def _state(self) -> dict[str, Any]:
         self.wrapped.reload()

@@ -8,13 +8,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import LaunchError, serving_flags
 from .embedded import DEMO_REPOSITORY
 from .process import free_port
 from .schema import DEFAULT_SHM_SIZE
 from .ulimits import DEFAULT_ULIMITS, parse_ulimits
+
+if TYPE_CHECKING:
+    from ..deployment.pod_limits import PodLimits
 
 CONTAINER_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
@@ -70,6 +73,7 @@ class ContainerSpec:
     environment: dict[str, str] = field(default_factory=dict)
     ulimits: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(ULIMITS))
     ulimits_origin: str = "default"  # where --triton-ulimits came from, for the engine's refusal
+    pod: PodLimits | None = None  # the deployment's limits the container runs inside (--triton-deployment)
 
     @property
     def ports(self) -> dict[str, tuple[str, int]]:
@@ -95,6 +99,10 @@ class ContainerSpec:
         from docker.types import Ulimit
 
         kwargs: dict[str, Any] = {"shm_size": self.shm_size}
+        if self.pod is not None and self.pod.memory_bytes:  # no swap beyond it, as in a pod
+            kwargs["mem_limit"] = kwargs["memswap_limit"] = self.pod.memory_bytes
+        if self.pod is not None and self.pod.cpus:
+            kwargs["nano_cpus"] = int(self.pod.cpus * 1e9)
         if self.ulimits:
             kwargs["ulimits"] = [Ulimit(name=name, soft=soft, hard=hard) for name, (soft, hard) in self.ulimits.items()]
         requests = self.device_requests()
@@ -103,19 +111,44 @@ class ContainerSpec:
         return kwargs
 
 
-def server_command(exit_timeout_s: int = 30, extra_args: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+def server_command(exit_timeout_s: int = 30, extra_args: tuple[str, ...] | list[str] = (),
+                   pod_flags: tuple[str, ...] = ()) -> tuple[str, ...]:
     """tritonserver's arguments inside the container: the same serving flags as the embedded
-    launcher, on the image's default ports and all interfaces of the container, then `server.args`
-    (`extra_args`) last, so that they win over the defaults as on the embedded launcher."""
+    launcher, on the image's default ports and all interfaces of the container, then the
+    deployment's own flags (`pod_flags`), then `server.args` (`extra_args`) last, so that each
+    wins over what comes before it. A deployment that sets another model control mode does not get
+    --load-model=*, which only explicit mode takes."""
+    flags = serving_flags(exit_timeout_s)
+    modes = [f.split("=", 1)[1] for f in pod_flags if f.startswith("--model-control-mode=")]
+    if modes and modes[-1] != "explicit":
+        flags = [f for f in flags if not f.startswith("--load-model=")]
     return (
         "tritonserver",
         f"--model-repository={CONTAINER_REPOSITORY}",
-        *serving_flags(exit_timeout_s),
+        *flags,
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",
+        *pod_flags,
         *(str(arg) for arg in extra_args),
     )
+
+
+def deployment_limits(settings) -> PodLimits | None:
+    """The limits of --triton-deployment's Triton container, None without one; LaunchError naming
+    the option where the deployment cannot be read."""
+    path = getattr(settings, "triton_deployment", None)
+    if path is None:
+        return None
+    from ..deployment.manifest import read_manifest
+    from ..deployment.pod_limits import pod_limits
+    from ..deployment.reading import DeploymentError
+
+    try:
+        return pod_limits(read_manifest(Path(path), settings.triton_kubernetes_version))
+    except (DeploymentError, ValueError) as exc:
+        raise LaunchError(f"--triton-deployment from {getattr(settings, 'origins', {}).get('triton_deployment', 'settings')}: "
+                          f"{exc}") from None
 
 
 def container_spec(settings, host_ports: dict[int, int] | None = None, bind_address: str = "127.0.0.1",
@@ -144,6 +177,10 @@ def container_spec(settings, host_ports: dict[int, int] | None = None, bind_addr
     except ValueError as exc:
         raise LaunchError(f"--triton-ulimits from {sources.get('triton_ulimits', 'default')}: {exc}") from None
     origins = getattr(settings, "origins", {})
-    return ContainerSpec(image, server_command(exit_timeout_s, extra_args), repository, gpus, shm_size.lower(),
-                         dict(host_ports), bind_address, ulimits=ulimits,
-                         ulimits_origin=origins.get("triton_ulimits", sources.get("triton_ulimits", "default")))
+    pod = deployment_limits(settings)
+    if pod is not None and pod.shm_bytes:
+        shm_size = str(pod.shm_bytes)
+    return ContainerSpec(image, server_command(exit_timeout_s, extra_args, pod.flags if pod else ()), repository, gpus,
+                         shm_size.lower(), dict(host_ports), bind_address, environment=dict(pod.environment) if pod else {},
+                         ulimits=ulimits,
+                         ulimits_origin=origins.get("triton_ulimits", sources.get("triton_ulimits", "default")), pod=pod)

@@ -87,3 +87,37 @@ def docker_failure(exc: Exception, spec: ContainerSpec) -> str:
     if "not found" in text.lower() and spec.image in text:
         return f"image {spec.image} could not be pulled: {text[:200]}"
     return f"Docker failed to start {spec.image}: {type(exc).__name__}: {text[:300]}"
+
+
+# The container's memory cgroup as it sees it: cgroup v1's memory.oom_control (oom_kill N) and
+# max_usage_in_bytes, or cgroup v2's memory.events (oom_kill N) and memory.peak.
+MEMORY_EVENTS_SCRIPT = ("cd /sys/fs/cgroup; cat memory/memory.oom_control 2>/dev/null || cat memory.events; "
+                        "echo peak $(cat memory/memory.max_usage_in_bytes 2>/dev/null || cat memory.peak)")
+
+
+def memory_events(text: str) -> tuple[int, float | None] | None:
+    """(OOM kills, peak bytes) from MEMORY_EVENTS_SCRIPT's output; None where it has no counter."""
+    kills = peak = None
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == "oom_kill" and words[1].isdigit():
+            kills = int(words[1])
+        elif len(words) == 2 and words[0] == "peak" and words[1].isdigit():
+            peak = float(words[1])
+    return (kills, peak) if kills is not None else None
+
+
+def killed_for_memory(kills: int, exit_code: int | None, spec: ContainerSpec, peak_bytes: float | None,
+                      when: str) -> str:
+    """The line that names an OOM kill: how many processes the kernel killed, the memory limit and
+    the field it came from, the most the container used, and its exit code."""
+    pod = spec.pod
+    limit = pod.memory_bytes if pod is not None else None
+    where = f" ({pod.origins.get('memory')} in {pod.container.split(': ', 1)[0]})" if limit and pod else ""
+    limit_text = f"its memory limit {limit / 2**20:g} MiB{where}" if limit else "its memory limit"
+    used = f"{peak_bytes / 2**20:.0f} MiB" if peak_bytes else "not read"
+    killed = f"{kills} process{'es' if kills != 1 else ''}" if kills else "the server"
+    return (f"the kernel OOM-killed {killed} of the tritonserver container {when} at {limit_text}; the most it "
+            f"used: {used}; the container then ended with exit code {exit_code} (OOMKilled, as a pod's container is "
+            "when any of its processes is: memory.oom.group on cgroup v2). Raise the limit above the server's peak "
+            "(the deployment's CFG-4 memory rule says by how much)")
