@@ -6,7 +6,7 @@ a rule whose measurement this run lacks makes its check INCOMPLETE naming it, ne
 
 import pytest
 
-from pytest_triton_ready.deployment.arguments import model_control_mode, restricted_apis
+from pytest_triton_ready.deployment.arguments import measured_arguments, model_control_mode, restricted_apis
 from pytest_triton_ready.deployment.posture import (
     hpa_metrics,
     judge_posture,
@@ -20,6 +20,7 @@ from pytest_triton_ready.deployment.recording import (
     record,
     required_restricted,
     run_measured,
+    server_arguments,
 )
 from pytest_triton_ready.deployment.resources import judge_resources
 from pytest_triton_ready.deployment.termination import judge_termination
@@ -137,6 +138,19 @@ def test_deployment_model_control_mode_is_not_poll(triton_run, check):
     rehearsed step; Triton's documentation calls it not recommended for production."""
     manifest = deployment_or_not_applicable(check, triton_run)
     record(check, [model_control_mode(c) for c in manifest.containers])
+
+
+@pytest.mark.triton_check("OPS-1")
+def test_deployment_runs_the_flags_this_run_measured(triton, triton_run, check):
+    """The pod runs the tritonserver flags the server this run measured ran.
+
+    --model-control-mode, --exit-timeout-secs, --log-format, --strict-readiness and the restricted
+    API categories are the same in the manifest's container and on the measured server (Triton's
+    defaults where a command line leaves one out): a check that depends on a differing flag judged
+    another server than the pod will run. An attached server's command line is not known: INCOMPLETE."""
+    manifest = deployment_or_not_applicable(check, triton_run)
+    arguments, why = server_arguments(triton)
+    record(check, [measured_arguments(c, arguments, why) for c in manifest.containers])
 
 
 @pytest.mark.triton_check("SEC-1")

@@ -14,7 +14,7 @@ CHECKS = ("test_deployment_probes_cover_measured_start", "test_deployment_grace_
           "test_deployment_memory_limit_covers_measured_peak", "test_deployment_cpu_limit_keeps_measured_capacity",
           "test_deployment_shm_and_gpus_fit_the_models", "test_deployment_autoscaler_scales_on_exported_metrics",
           "test_deployment_keeps_a_replica_through_drains_and_rollouts", "test_deployment_model_control_mode_is_not_poll",
-          "test_deployment_rollout_keeps_the_declared_peak",
+          "test_deployment_rollout_keeps_the_declared_peak", "test_deployment_runs_the_flags_this_run_measured",
           "test_deployment_image_pinned_non_root_models_read_only")
 
 
@@ -75,6 +75,10 @@ def test_the_chart_is_judged_against_what_this_run_measured(run_checklist):
     assert _rules(posture) == {"image-pinned": True, "run-as-non-root": True, "model-repository-read-only": False,
                                "restricted-apis": False}  # the chart restricts no API
     assert _rules(run.result("test_deployment_model_control_mode_is_not_poll")) == {"model-control-mode": True}
+    flags = run.result("test_deployment_runs_the_flags_this_run_measured")  # the chart's default mode is none
+    assert _rules(flags) == {"measured-arguments": False}, (flags["verdict"], flags["reason"])
+    assert any("--model-control-mode: the pod none, the server measured explicit" in f["message"]
+               for f in flags["findings"]), flags["findings"]
     rollout = run.result("test_deployment_rollout_keeps_the_declared_peak")  # PERF-2 and OPS-2 did not run here
     assert rollout["verdict"] == "incomplete" and "test_throughput_latency_curve (PERF-2)" in rollout["reason"]
     assert any(f"{ONPREM} document 0: spec.template.spec.containers[0].volumeMounts[0].readOnly" in f["message"]

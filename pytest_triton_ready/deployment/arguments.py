@@ -1,6 +1,7 @@
 """The tritonserver arguments of the manifest's container, which are what production runs: the
 model control mode (poll reloads whatever lands in the repository, unrehearsed: Triton's docs call
-it not recommended for production) and the restricted APIs on each protocol the pod serves."""
+it not recommended for production), the restricted APIs on each protocol the pod serves, and the
+flags that decide what the checks measured, held against the server this run measured."""
 
 from __future__ import annotations
 
@@ -58,3 +59,46 @@ def restricted_apis(container: TritonContainer, required: Iterable[str]) -> Judg
                      fix=f"--http-restricted-api={','.join(required)}:<header>=<value> and --grpc-restricted-protocol="
                          f"{','.join(required)}:<header>=<value> (the value from a Secret): anyone who reaches the "
                          "pod can otherwise load, unload or reconfigure models")
+
+
+# The flags whose value decides what a check measured, Triton's default where a command line has
+# none, and what differs where the pod's differs from the measured server's.
+MEASURED_FLAGS = (("--model-control-mode", "none", "PERF-4's reload and rollout checks and OPS-1"),
+                  ("--exit-timeout-secs", "30", "PERF-4's SIGTERM drain"),
+                  ("--log-format", "default", "MON-4's log checks"),
+                  ("--strict-readiness", "true", "the ready endpoints PERF-4 judged"),
+                  ("--http-restricted-api", "none", "SEC-1's restricted APIs over HTTP"),
+                  ("--grpc-restricted-protocol", "none", "SEC-1's restricted APIs over gRPC"))
+_RESTRICTED = ("--http-restricted-api", "--grpc-restricted-protocol")
+
+
+def _setting(args: list[str], flag: str, default: str) -> str:
+    """The flag's effective value; for a restricted API flag only its API categories (the header
+    and its value, a secret, are never shown)."""
+    values = _values(args, flag)
+    if flag in _RESTRICTED:
+        categories = sorted({api.strip() for value in values for api in value.split(":", 1)[0].split(",")})
+        return ",".join(categories) or default
+    return values[-1] if values else default
+
+
+def measured_arguments(container: TritonContainer, server_arguments: list[str] | None, why_missing: str) -> Judgement:
+    """The pod runs the flags the server this run measured ran: the same model control mode, exit
+    timeout, log format, strict readiness and restricted API categories (Triton's defaults where a
+    command line leaves one out), else the checks that depend on a differing flag judged another server."""
+    if server_arguments is None:
+        return judgement("measured-arguments", None, container, "args",
+                         f"the container's flags, held against nothing: {why_missing}")
+    differences, pod_values = [], {}
+    for flag, default, depends in MEASURED_FLAGS:
+        pod, run = _setting(container.args, flag, default), _setting(server_arguments, flag, default)
+        pod_values[flag] = pod
+        if pod != run:
+            differences.append(f"{flag}: the pod {pod}, the server measured {run} ({depends})")
+    message = ("; ".join(differences) + ": those checks judged another server than the pod will run"
+               if differences else "the pod runs the flags the measured server ran: "
+               + ", ".join(f"{flag}={value}" for flag, value in pod_values.items()))
+    return judgement("measured-arguments", not differences, container, "args", message, manifest_value=pod_values,
+                     fix="measure the server the pod runs: --triton-launch=container with --triton-deployment carries "
+                         "the container's flags over, or give them in server.args; else change the manifest to the "
+                         "flags measured here")

@@ -98,3 +98,14 @@ def record(check: Any, judgements: list[Judgement]) -> None:
         check.incomplete("; ".join(missing))
     if judgements and all(j.verdict == NOT_APPLICABLE for j in judgements):
         check.not_applicable("; ".join(j.message for j in judgements))
+
+
+def server_arguments(triton: Any) -> tuple[list[str] | None, str]:
+    """The command line of the server this run measured (without its per-run paths and ports), or
+    None and why not: an attached server's is not known here."""
+    arguments = (getattr(triton.launcher, "launch_identity", None) or {}).get("arguments")
+    if arguments is None:
+        return None, ("the server was attached (--triton-url): its command line is not known here; launch it "
+                      "(--triton-launch=embedded or container) to hold the manifest's flags against it")
+    return [str(a) for a in arguments], ""
+
