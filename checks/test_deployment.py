@@ -9,6 +9,7 @@ import pytest
 from pytest_triton_ready.deployment.arguments import measured_arguments, model_control_mode, restricted_apis
 from pytest_triton_ready.deployment.posture import (
     hpa_metrics,
+    hpa_targets,
     judge_posture,
     replicas_and_disruption_budget,
     rollout_capacity,
@@ -16,6 +17,7 @@ from pytest_triton_ready.deployment.posture import (
 from pytest_triton_ready.deployment.probes import judge_probes
 from pytest_triton_ready.deployment.recording import (
     deployment_or_not_applicable,
+    latency_budget,
     limits,
     record,
     required_restricted,
@@ -92,15 +94,19 @@ def test_deployment_shm_and_gpus_fit_the_models(triton, triton_run, triton_facts
 
 
 @pytest.mark.triton_check("MON-1")
-def test_deployment_autoscaler_scales_on_exported_metrics(triton, triton_run, triton_facts, check):
-    """Every HorizontalPodAutoscaler metric of the workload is exported by the server.
+def test_deployment_autoscaler_scales_on_exported_metrics(triton, triton_run, triton_facts, triton_settings, check):
+    """Every HorizontalPodAutoscaler metric of the workload is exported by the server, and a latency target is within the SLO.
 
     Each Pods, Object or External metric must be a name in this server's /metrics, or the name a
     metrics-adapter rule in the manifests derives from one (an autoscaler on a metric that does not
-    exist never scales). A workload without an autoscaler is NOT APPLICABLE."""
+    exist never scales); a latency metric's target (a name or series ending in _us, _ms, _seconds)
+    must be below the smallest p99 budget of the models in scope. A workload without an autoscaler
+    is NOT APPLICABLE."""
     manifest = deployment_or_not_applicable(check, triton_run)
     measured = run_measured(check, triton, triton_facts)
-    judgements = [j for c in manifest.containers for j in hpa_metrics(manifest, c, measured)]
+    budget, source = latency_budget(triton_settings, triton.models())
+    judgements = [j for c in manifest.containers
+                  for j in [*hpa_metrics(manifest, c, measured), *hpa_targets(manifest, c, budget, source)]]
     if not judgements:
         check.not_applicable(f"{manifest.path}: no HorizontalPodAutoscaler scales the Triton workload")
     record(check, judgements)

@@ -51,3 +51,20 @@ def test_an_attached_server_has_no_known_command_line_and_is_incomplete():
     judged = measured_arguments(_container(), None, "the server was attached (--triton-url)")
     assert judged.verdict == INCOMPLETE
     assert judged.message == "the container's flags, held against nothing: the server was attached (--triton-url)"
+
+
+def test_the_charts_queue_time_target_is_held_against_the_p99_budget(tmp_path):
+    from pytest_triton_ready.deployment.posture import hpa_targets
+
+    manifest = read_manifest(DATA / "k8s-onprem.yaml", "1.25.0")
+    (within,) = hpa_targets(manifest, manifest.containers[0], 100.0, "scale's SLO")
+    assert within.verdict == PASS and within.field == "spec.metrics[0].pods.target"
+    assert within.message == "the autoscaler targets avg_time_queue_us at 0.05 ms; the p99 budget is 100 ms (scale's SLO)"
+    late = tmp_path / "late.yaml"
+    late.write_text((DATA / "k8s-onprem.yaml").read_text().replace("averageValue: 50", "averageValue: 250000"))
+    manifest = read_manifest(late, "1.25.0")
+    (beyond,) = hpa_targets(manifest, manifest.containers[0], 100.0, "scale's SLO")
+    assert beyond.verdict == FAIL and beyond.message.endswith(": pods are added only once requests already miss it")
+    assert beyond.fix.startswith("spec.metrics[0].pods.target: well below 100 ms")
+    (unknown,) = hpa_targets(manifest, manifest.containers[0], None, "no SLO")
+    assert unknown.verdict == INCOMPLETE

@@ -67,7 +67,7 @@ def test_the_chart_is_judged_against_what_this_run_measured(run_checklist):
     models = run.result("test_deployment_shm_and_gpus_fit_the_models")
     assert _rules(models) == {"dev-shm": False, "gpu-limit": True}  # the demo's python models, no /dev/shm volume
     hpa = run.result("test_deployment_autoscaler_scales_on_exported_metrics")
-    assert _rules(hpa) == {"hpa-metrics": False}
+    assert _rules(hpa) == {"hpa-metrics": False, "hpa-target": True}  # 50 us of queue time, within the p99 budget
     assert any("not exported by this server: avg_time_queue_us" in f["message"] for f in hpa["findings"])
     assert _rules(run.result("test_deployment_keeps_a_replica_through_drains_and_rollouts")) == {
         "replicas-and-disruption-budget": False}  # one replica (the HPA's minReplicas 1), no PodDisruptionBudget

@@ -11,7 +11,19 @@ from typing import Any
 
 import yaml
 
-from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured, dig, flag_value, judgement, worded
+from .judgement import (
+    FAIL,
+    INCOMPLETE,
+    NOT_APPLICABLE,
+    PASS,
+    Judgement,
+    Measured,
+    dig,
+    flag_value,
+    judgement,
+    quantity,
+    worded,
+)
 from .manifest import Manifest
 from .reading import Document, TritonContainer
 
@@ -79,6 +91,50 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
                                          "nv_inference_pending_request_count) or add the metrics-adapter rule "
                                          "that derives the name from one, in the manifests: an autoscaler on a "
                                          "metric that does not exist never scales"))
+    return judgements
+
+
+_TIME_UNITS_MS = {"_us": 1e-3, "_ms": 1.0, "_seconds": 1e3}
+
+
+def hpa_targets(manifest: Manifest, container: TritonContainer, budget_ms: float | None,
+                budget_source: str) -> list[Judgement]:
+    """Each latency metric an autoscaler of the workload scales on (a name, or the series its
+    adapter rule reads, ending in _us, _ms or _seconds) targets less than the SLO's p99 budget:
+    an autoscaler whose target is at or above the budget adds pods only after the SLO is broken."""
+    adapter = adapter_names(manifest)
+    judgements = []
+    for hpa in [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]:
+        for number, metric in enumerate(dig(hpa.body, "spec", "metrics") or []):
+            name = _metric_name(metric)
+            if metric.get("type") in RESOURCE_METRICS or name is None:
+                continue
+            series = adapter.get(name, name)
+            scale = next((f for word in (name, series) for suffix, f in _TIME_UNITS_MS.items()
+                          if word.endswith(suffix)), None)  # the unit the HPA sees first, else its series'
+
+            target = dig(metric, str(metric.get("type", "")).lower(), "target") or {}
+            value = quantity(target.get("averageValue", target.get("value")))
+            if scale is None or value is None:
+                continue
+            field = f"spec.metrics[{number}].{str(metric['type']).lower()}.target"
+            where = f"{hpa.path} document {hpa.index}"
+            target_ms = value * scale
+            shown = f"{name} (from {series})" if series != name else name
+            if budget_ms is None:
+                judgements.append(Judgement("hpa-target", INCOMPLETE, f"the autoscaler targets {shown} at "
+                                            f"{target_ms:g} ms, held against no p99 budget: no SLO declared "
+                                            "(--triton-slo-p99-ms or slo: per model)", where, field))
+                continue
+            good = target_ms < budget_ms
+            judgements.append(Judgement(
+                "hpa-target", PASS if good else FAIL,
+                f"the autoscaler targets {shown} at {target_ms:g} ms; the p99 budget is {budget_ms:g} ms "
+                f"({budget_source})" + ("" if good else ": pods are added only once requests already miss it"),
+                where, field, manifest_value=target.get("averageValue", target.get("value")), measured=budget_ms,
+                measured_label="p99 budget (ms)",
+                fix=None if good else f"{field}: well below {budget_ms:g} ms (e.g. a quarter of it), so that new "
+                                      "pods are ready before the budget is spent"))
     return judgements
 
 

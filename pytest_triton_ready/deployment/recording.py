@@ -109,3 +109,13 @@ def server_arguments(triton: Any) -> tuple[list[str] | None, str]:
                       "(--triton-launch=embedded or container) to hold the manifest's flags against it")
     return [str(a) for a in arguments], ""
 
+
+def latency_budget(settings: Any, models: list[str]) -> tuple[float | None, str]:
+    """The smallest p99 budget (ms) of the models in scope and where it comes from: their SLOs, else
+    the budget PERF-2's capacity is judged within (capacity_default_p99_ms)."""
+    budgets = sorted((settings.slo_for(m).p99_ms, m) for m in models if settings.slo_for(m).p99_ms is not None)
+    if budgets:
+        budget, model = budgets[0]
+        return float(budget), f"{model}'s SLO, the smallest in scope"
+    default = settings.threshold("capacity_default_p99_ms")
+    return float(default.value), f"no SLO declared: capacity_default_p99_ms ({default.source}), as PERF-2 uses"
