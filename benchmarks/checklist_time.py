@@ -4,6 +4,7 @@
     python benchmarks/checklist_time.py --before OLD/readiness.json   # ... next to an earlier run
     python benchmarks/checklist_time.py --models 3,12 --config tests/data/quick-checklist.yaml
     python benchmarks/checklist_time.py --runs 5 --keep runs/      # 5 consecutive runs: decided or not
+    python benchmarks/checklist_time.py --runs 5 --repository tests/repositories/broken_model
 
 Each run is `python -m pytest_triton_ready.cli --triton-launch=embedded` in a fresh report
 directory; the time per check is the sum of its tests' durations in readiness.json. `--models
@@ -71,7 +72,7 @@ def run_checklist(repository: Path | None, config: Path | None, extra: list[str]
         command = [sys.executable, "-m", "pytest_triton_ready.cli", "--triton-launch=embedded",
                    f"--readiness-report={tmp}/report", "-q", *extra]
         if repository is not None:
-            command.append(f"--triton-model-repository={repository}")
+            command.append(f"--triton-model-repository={repository.resolve()}")
         if config is not None:
             command.append(f"--triton-config={config.resolve()}")
         started = time.monotonic()
@@ -91,7 +92,8 @@ def run_checklist(repository: Path | None, config: Path | None, extra: list[str]
             "by_test": by_test}
 
 
-def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Path | None) -> int:
+def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Path | None,
+                     repository: Path | None = None) -> int:
     """`count` checklist runs in a row: per run its time, load and the DECIDING checks' verdicts;
     then how many runs decided each of them."""
     header = " | ".join(f"{i} verdict, s" for i in DECIDING)
@@ -102,7 +104,7 @@ def consecutive_runs(count: int, config: Path | None, extra: list[str], keep: Pa
     for run in range(1, count + 1):
         load_before = os.getloadavg()[0]
         server_log = [f"--triton-server-log={(keep / f'run-{run}-server.log').resolve()}"] if keep else []
-        result = run_checklist(None, config, [*extra, *server_log], keep / f"run-{run}.json" if keep else None)
+        result = run_checklist(repository, config, [*extra, *server_log], keep / f"run-{run}.json" if keep else None)
         every.append(result["by_test"])
         cells = []
         for check_id in DECIDING:
@@ -143,11 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="two model counts, e.g. 3,12: copies of the demo's stateless models")
     parser.add_argument("--config", type=Path, help="--triton-config for every run")
     parser.add_argument("--runs", type=int, help="run the checklist this many times in a row")
+    parser.add_argument("--repository", type=Path, help="with --runs: this model repository instead of the demo")
     parser.add_argument("--keep", type=Path, help="with --runs: copy each run's readiness.json and server log here")
     parser.add_argument("extra", nargs="*", help="more checklist options (after --)")
     args = parser.parse_args(argv)
     if args.runs:
-        return consecutive_runs(args.runs, args.config, args.extra, args.keep)
+        return consecutive_runs(args.runs, args.config, args.extra, args.keep, args.repository)
     if args.models:
         low, high = (int(n) for n in args.models.split(","))
         runs = {}

@@ -158,6 +158,17 @@ def _grpc_address(text: str) -> str:
     return text
 
 
+def _deployment(text: str) -> Path | str:
+    """A file or folder of manifests, or k8s://NAMESPACE/NAME (the live objects of a cluster)."""
+    text = str(text).strip()
+    if text.startswith("k8s://"):
+        from .deployment.live import parse_live
+
+        parse_live(text)
+        return text
+    return Path(text)
+
+
 def _kubernetes_version(text: str) -> str:
     text = str(text).strip().removeprefix("v")
     if not re.fullmatch(r"\d+\.\d+\.\d+", text):
@@ -191,7 +202,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("readiness_report", "report.dir", "Directory for readiness.json, readiness.md and readiness.html.", Path, Path("triton-ready-report"), "DIR"),
     Option("triton_progress_after", "report.progress_after_s", "A check still running after this many seconds gets a progress line on the terminal (what it is doing: the curve point, the fault experiment's phase), again at each new step, and a heartbeat saying what the step waits for while it lasts; 0: from the start.", _non_negative_float, QUIET_S, "SECONDS"),
     Option("triton_baseline", "report.baseline", "PERF-5: a previous readiness.json (or a directory of runs: the newest READY one) to compare this run with; none: PERF-5 is INCOMPLETE.", Path, None, "PATH"),
-    Option("triton_deployment", "deployment.manifests", "The deployment's rendered Kubernetes manifests (a file or a folder of *.yaml: `helm template` or `kustomize build` output), validated against --triton-kubernetes-version, or its Docker Compose file (`docker compose config` output), judged against what this run measured (docs/deployment.md); none: the deployment checks are NOT APPLICABLE.", Path, None, "PATH"),
+    Option("triton_deployment", "deployment.manifests", "The deployment's rendered Kubernetes manifests (a file or a folder of *.yaml: `helm template` or `kustomize build` output), validated against --triton-kubernetes-version, or its Docker Compose file (`docker compose config` output), or k8s://NAMESPACE/NAME for the live objects of the current kubeconfig context's cluster, judged against what this run measured (docs/deployment.md); none: the deployment checks are NOT APPLICABLE.", _deployment, None, "PATH"),
     Option("triton_kubernetes_version", "deployment.kubernetes_version", "The Kubernetes version whose official schemas the manifests of --triton-deployment are validated against (an API it does not serve is refused).", _kubernetes_version, DEFAULT_KUBERNETES_VERSION, "VERSION"),
 )
 OPTION_BY_KEY = {option.key: option for option in OPTIONS}

@@ -83,7 +83,7 @@ class Settings:
     readiness_report: Path = Path("triton-ready-report")
     triton_progress_after: float = QUIET_S
     triton_baseline: Path | None = None
-    triton_deployment: Path | None = None
+    triton_deployment: Path | str | None = None  # str: k8s://NAMESPACE/NAME
     triton_kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     headers: dict[str, str] = field(default_factory=dict)
     url_secrets: list[str] = field(default_factory=list)  # credentials that were in a URL

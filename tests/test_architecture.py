@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "deployment", "deployment.reading", "deployment.validation", "deployment.manifest",
                     "deployment.judgement", "deployment.probes", "deployment.termination", "deployment.resources",
                     "deployment.posture", "deployment.measured", "deployment.arguments", "deployment.kserve", "deployment.pod_limits",
+                    "deployment.live",
                     "deployment.compose", "deployment.compose_gpus", "deployment.compose_values", "deployment.compose_words",
                     "thresholds", "redaction",
                     "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .compose import compose_containers, is_compose
 from .kserve import kserve_containers
+from .live import is_live, live_documents
 from .reading import DeploymentError, Document, TritonContainer, read_documents, triton_containers
 from .validation import validate
 
@@ -26,12 +27,15 @@ class Manifest:
         return [document for document in self.documents if document.kind == kind]
 
 
-def read_manifest(path: Path, kubernetes_version: str) -> Manifest:
+def read_manifest(path: Path | str, kubernetes_version: str) -> Manifest:
     """The deployment at `path`, valid for `kubernetes_version`, with at least one Triton container:
     a workload's, an InferenceService's merged with its runtime (kserve.py), or a compose
-    service's (compose.py)."""
-    documents = read_documents(path)
-    validate([d for d in documents if not is_compose(d)], kubernetes_version)
+    service's (compose.py); `k8s://NAMESPACE/NAME`: the live objects of a cluster (live.py)."""
+    if is_live(path):  # objects the API server holds, validated by it
+        documents = live_documents(str(path))
+    else:
+        documents = read_documents(path)
+        validate([d for d in documents if not is_compose(d)], kubernetes_version)
     containers = triton_containers(documents) + kserve_containers(documents) + compose_containers(documents)
     if not containers:
         kinds = ", ".join(sorted({"compose file" if is_compose(d) else d.kind or "no kind" for d in documents}))

@@ -145,7 +145,7 @@ def deployment_limits(settings) -> PodLimits | None:
     from ..deployment.reading import DeploymentError
 
     try:
-        return pod_limits(read_manifest(Path(path), settings.triton_kubernetes_version))
+        return pod_limits(read_manifest(path, settings.triton_kubernetes_version))
     except (DeploymentError, ValueError) as exc:
         raise LaunchError(f"--triton-deployment from {getattr(settings, 'origins', {}).get('triton_deployment', 'settings')}: "
                           f"{exc}") from None
