@@ -3,10 +3,25 @@ scope are READY, and how many instances a model config asks for."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .counterparts import Counterpart, streaming_counterpart
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a model's effective config as the server serves it, keys sorted: two runs
+    with the same digest served the same config (soak evidence, PERF-5's baseline)."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def same_digest(one: str, other: str) -> bool:
+    """The same config digest, where one of them may be a shortened one (the first 16 hex digits
+    that baselines of earlier releases recorded)."""
+    shorter, longer = sorted((one, other), key=len)
+    return len(shorter) >= 16 and longer.startswith(shorter)
 
 
 def ready_names(client: Any) -> set[str]:

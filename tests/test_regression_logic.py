@@ -55,7 +55,15 @@ def test_window_noise_reads_the_models_own_share_of_the_last_windows():
 
 def test_a_config_digest_does_not_depend_on_key_order_and_changes_with_the_config():
     assert config_digest({"a": 1, "b": [1, 2]}) == config_digest({"b": [1, 2], "a": 1})
-    assert config_digest({"a": 1}) != config_digest({"a": 2}) and len(config_digest({})) == 16
+    assert config_digest({"a": 1}) != config_digest({"a": 2}) and len(config_digest({})) == 64
+
+
+def test_a_baseline_with_the_16_digit_digest_of_earlier_releases_matches_the_same_config():
+    from pytest_triton_ready.models import same_digest
+
+    digest = config_digest({"a": 1})
+    assert same_digest(digest, digest[:16]) and same_digest(digest[:16], digest)
+    assert not same_digest(digest, config_digest({"a": 2})[:16]) and not same_digest(digest, "")
 
 
 def _run(completed=50, success=1.0, stuck=(), ttft_p99=20.0):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TritonReadyError
+from ..models import same_digest
 from .compare import IMPROVED, NOT_REPRODUCED, OK, REGRESSION, REPEATABLE, WITHIN_NOISE, Comparison, compare, reconsider
 from .keynumbers import ALL, METRICS, config_digests, key_numbers, model_label, ordered_models
 
@@ -114,6 +115,6 @@ def environment_differences(current: dict[str, Any], baseline: dict[str, Any],
     digests_now = current_digests if current_digests is not None else config_digests(current)
     digests_then = config_digests(baseline)
     for model in sorted(set(digests_now) & set(digests_then)):
-        if digests_now[model] != digests_then[model]:
+        if not same_digest(str(digests_now[model]), str(digests_then[model])):
             differences.append(f"{model}: model config differs from the baseline's")
     return differences

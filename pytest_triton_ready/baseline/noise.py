@@ -10,8 +10,6 @@ PERF-2's best concurrency give the noise (their spread) and the repeat of the to
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import statistics
 from collections.abc import Iterable
@@ -20,6 +18,7 @@ from typing import Any
 
 from ..facts import Capacity, Facts, StreamingCapacity, TargetLoad
 from ..load.streaming_rules import measurement_problem, streaming_slo
+from ..models import config_digest
 from ..recorder import CheckRecorder
 from .keynumbers import CONFIG_DIGEST, NOISE_NAMES
 
@@ -42,11 +41,6 @@ def window_noise(measurement: Any, model: str, windows_used: int) -> dict[str, f
     return {"throughput": relative_standard_error([s.throughput_infer_s for s in stats]),
             "p50": relative_standard_error([s.p50_ms for s in stats]),
             "p99": relative_standard_error([s.p99_ms for s in stats])}
-
-
-def config_digest(config: dict[str, Any]) -> str:
-    """A short digest of a model's effective config: two runs with the same digest served the same config."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass

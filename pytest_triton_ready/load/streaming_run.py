@@ -18,6 +18,7 @@ from .. import budget
 from ..models import ready_decoupled_models
 from ..policy import Policy, guard_traffic, policy
 from .decision import Rule
+from .judged import incomplete_unless_failed
 from .streaming import StreamingLoad, StreamingResult
 from .streaming_looks import StreamingLooks
 from .streaming_requests import StreamingPlan
@@ -96,11 +97,5 @@ class StreamingRun:
 
     def not_valid(self, reasons: Iterable[str | None]) -> None:
         """A measurement too small or too close to judge: INCOMPLETE naming every reason, unless
-        the check already failed on another rule (then a warning)."""
-        reason = "; ".join(r for r in reasons if r)
-        if not reason:
-            return
-        if self.check.errors:
-            self.check.finding(reason, severity="warning")
-        else:
-            self.check.incomplete(reason)
+        the check already failed on another rule (then a warning), as for unary measurements."""
+        incomplete_unless_failed(self.check, "; ".join(r for r in reasons if r) or None)

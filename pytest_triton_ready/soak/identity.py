@@ -12,22 +12,16 @@ stream soak).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
+from ..models import config_digest
 from .model_files import model_files
 
 IDENTITY_FORMAT = 2
 RATE_TOLERANCE = 1e-6  # relative: a rate read back from JSON is the same rate
 DIFFERENCES_SHOWN = 5  # file differences named per model; the rest are counted
 UNREAD = "its files cannot be compared: they were not read"
-
-
-def config_digest(config: dict[str, Any]) -> str:
-    """SHA-256 of a model's effective config as the server serves it (keys sorted)."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def server_identity(client: Any, repository: Path | None, unread: str | None, launch: dict[str, Any] | None,
