@@ -106,3 +106,19 @@ def test_perf5_streaming_repeats_above_the_ceiling_do_not_start():
     fact = StreamingCapacity("streamer", 900.0, 30.0, 1, concurrency=16)
     with pytest.raises(pytest.skip.Exception, match="16 requests in flight is above the load ceiling of 8"):
         streaming_noise(triton, check, "streamer", fact)
+
+
+def test_a_fault_experiments_streams_pass_the_same_ceiling():
+    """The streamed traffic of PERF-4's experiments (faults/injector.py, faults/stream_experiments.py)
+    is refused above the attach ceiling as every other load is, before any fault."""
+    from pytest_triton_ready.faults.injector import FaultInjector
+    from pytest_triton_ready.faults.schema import FaultPlan
+    from pytest_triton_ready.faults.stream_traffic import users_for
+
+    injector = FaultInjector.__new__(FaultInjector)
+    injector.plan = FaultPlan(rate_per_s=80.0)
+    injector._policy = _policy()
+    injector.is_streaming = lambda model: True
+    with pytest.raises(pytest.skip.Exception, match=r"16 requests in flight is above the load ceiling of 8"):
+        injector._traffic("streamer")  # 80 requests/s over 16 streams
+    assert users_for(40.0) == 8 and users_for(200.0) == 16  # 40/s: 8 streams, within the ceiling of 8

@@ -21,6 +21,7 @@ from typing import Any
 from ..launchers.process import last_error_line
 from ..load.streaming_single import stream_once
 from ..models import initial_state_of, instance_count, is_decoupled
+from ..policy import guard_traffic
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared_experiments import DECLARED
 from .experiment import Experiment, one_line, run_experiment
@@ -266,8 +267,9 @@ class FaultInjector:
         `grpc_url`, default the server's), else the load engine's (`engine`, default the run's)."""
         plan = self.plan
         if self.is_streaming(model):
-            from .stream_traffic import StreamingTraffic
+            from .stream_traffic import StreamingTraffic, users_for
 
+            guard_traffic(self.policy, concurrency=users_for(plan.rate_per_s), rate=plan.rate_per_s)
             return StreamingTraffic(grpc_url or self.target.endpoints.grpc_url, self.streaming_plan(model, client),
                                     plan.rate_per_s, headers=self.target.settings.headers, late_drop_s=plan.late_drop_s)
         return (engine or self.engine).open_loop(model, rate=plan.rate_per_s, protocol=plan.protocol,

@@ -77,6 +77,11 @@ class StreamingTrafficResult:
                                stats.latency_ms.get("p99"))
 
 
+def users_for(rate_per_s: float) -> int:
+    """The streams an open-loop rate is spread over: one per 5 requests/s, 2 to 16."""
+    return max(2, min(16, int(rate_per_s / 5)))
+
+
 class StreamingTraffic:
     """Streamed traffic for a fault experiment (a context manager): open loop, `rate_per_s`
     requests per second spread round-robin over `users` streams, or closed loop, `concurrency`
@@ -89,7 +94,7 @@ class StreamingTraffic:
                  keep_records: int = 0, reconnect: bool = True) -> None:
         self.deadline_s = deadline_s
         if rate_per_s is not None:
-            users = users or max(2, min(16, int(rate_per_s / 5)))
+            users = users or users_for(rate_per_s)
         self.load = StreamingLoad(grpc_url, plan, rate=rate_per_s, concurrency=concurrency, users=users,
                                   max_tokens=max_tokens, deadline_s=deadline_s, headers=headers,
                                   late_drop_s=late_drop_s, timeline_bin_s=Timeline.DEFAULT_BIN_S,
