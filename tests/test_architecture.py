@@ -213,3 +213,16 @@ def test_no_module_is_over_500_lines():
     long = {name for name, count in lines.items() if count > MAX_MODULE_LINES}
     assert sorted(long - LONG_MODULES_TO_SPLIT) == [], {name: lines[name] for name in long - LONG_MODULES_TO_SPLIT}
     assert sorted(LONG_MODULES_TO_SPLIT - long) == [], "split already: remove from LONG_MODULES_TO_SPLIT"
+
+
+@pytest.mark.parametrize("module", ["pytest_triton_ready.plugin", "pytest_triton_ready.cli",
+                                    "pytest_triton_ready.policy"])
+def test_an_entry_module_imports_on_its_own(module):
+    """A fresh interpreter imports each entry module first, as pytest loads the plugin: an import
+    cycle that a test session's import order happens to hide fails here (a top-level import of
+    policy in faults/injector.py once broke every checklist run)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr.strip().splitlines()[-1:]

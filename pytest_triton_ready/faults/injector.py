@@ -21,7 +21,6 @@ from typing import Any
 from ..launchers.process import last_error_line
 from ..load.streaming_single import stream_once
 from ..models import initial_state_of, instance_count, is_decoupled
-from ..policy import guard_traffic
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared_experiments import DECLARED
 from .experiment import Experiment, one_line, run_experiment
@@ -267,6 +266,7 @@ class FaultInjector:
         `grpc_url`, default the server's), else the load engine's (`engine`, default the run's)."""
         plan = self.plan
         if self.is_streaming(model):
+            from ..policy import guard_traffic  # policy reads the fault declarations: imported here
             from .stream_traffic import StreamingTraffic, users_for
 
             guard_traffic(self.policy, concurrency=users_for(plan.rate_per_s), rate=plan.rate_per_s)

@@ -21,7 +21,6 @@ from typing import Any
 from ..client import http_status
 from ..load.streaming import StreamingLoad
 from ..models import instance_count
-from ..policy import guard_traffic, policy
 from .experiment import Experiment, one_line
 from .outcomes import NOTHING_IN_FLIGHT, Outcome
 from .probes import wait_until
@@ -118,6 +117,8 @@ class _StreamExperiment(Experiment):
 
     def _traffic(self, **options: Any) -> StreamingTraffic:
         """Streams under the attach ceiling (policy.guard_traffic), as every load a check drives."""
+        from ..policy import guard_traffic, policy  # policy reads the fault declarations: imported here
+
         streams = options.get("concurrency") or options.get("users")
         guard_traffic(policy(self.target.settings), concurrency=streams, rate=options.get("rate_per_s"))
         return StreamingTraffic(self.target.endpoints.grpc_url, self.stream_plan, headers=self.target.settings.headers,
