@@ -109,7 +109,11 @@ def test_every_experiment_on_an_owned_server(run_checklist, pytester):
     recovery = _measurement(dead, "time from unload + load until every instance answers")
     assert recovery["passed"] is True and 0 < recovery["value"] <= 30
     probe = next(e["text"] for e in dead["evidence"] if e["label"] == "probe of every instance while it was dead")
-    assert "unhealthy instances: scale_0_0" in probe
+    # the death shows in the probe, or (where the python backend restarted the stub on a request
+    # before the probe ran: "3027 of 3027 probe requests answered correctly", seen once in CI) in
+    # the requests that failed while it was dead
+    failed = _measurement(dead, "requests failed while the instance was dead")["value"]
+    assert "unhealthy instances: scale_0_0" in probe or failed > 0, (probe, failed)
     assert {"stub scale_0_0 killed", "recovery: unload + load"} <= {m["label"] for m in _timeline(dead)["markers"]}
 
     crash = run.result("test_server_crash_restart_answers_correctly")
