@@ -83,7 +83,8 @@ def _show_plan(session: pytest.Session, run: Run) -> None:
 
     running = {identity[0] for identity in map(check_identity, session.items) if identity is not None}
     waived = sorted({i.check_id for i in run.scope.items if run.scope.live_waiver(i)})
-    text = plan_block(run.settings, running, estimate_lines=estimate_block(run.settings, running))
+    text = plan_block(run.settings, running, estimate_lines=estimate_block(run.settings, running),
+                      deployment=run.deployment)
     if waived:
         text += "\n  waived (gate.waivers), not run: " + ", ".join(waived)
     run.plan = text.splitlines()

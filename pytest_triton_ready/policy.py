@@ -206,10 +206,11 @@ FAULT_CHECK = {"server_crash": "crash + restart", "sigterm": "SIGTERM", "instanc
 
 
 def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: Iterable[str] = (),
-               estimate_lines: Iterable[str] = ()) -> str:
+               estimate_lines: Iterable[str] = (), deployment: Any = None) -> str:
     """The run plan as text: the server, its owner, what is allowed, per check in scope what it
-    will do to the server, and `estimate_lines` (pytest_triton_ready/estimates.py: the time per
-    phase). Reads only the settings: never contacts the server."""
+    will do to the server, `estimate_lines` (pytest_triton_ready/estimates.py: the time per
+    phase) and, for the container launcher, the limits of `deployment` (the Manifest the run
+    read). Reads only the settings and that manifest: never contacts the server or a cluster."""
     rules = policy(settings)
     ids = set(check_ids) if check_ids is not None else None
     waived = set(waived)
@@ -242,23 +243,21 @@ def plan_block(settings: Any, check_ids: Iterable[str] | None = None, waived: It
         lines.append(f"  deployment: {settings.triton_deployment} (Kubernetes {settings.triton_kubernetes_version} "
                      "schemas), its probes, grace period and limits judged against this run's measurements "
                      "(docs/deployment.md)")
-        lines.extend(_inside_limits(settings))
+        lines.extend(_inside_limits(settings, deployment))
     lines.append("  everything else reads only: health, repository index, configs, statistics, metrics, one "
                  "inference per model, malformed requests that a server refuses")
     return "\n".join(lines)
 
 
-def _inside_limits(settings: Any) -> list[str]:
+def _inside_limits(settings: Any, deployment: Any) -> list[str]:
     """The container launcher's run inside the deployment's limits, and what it could not carry over."""
-    if settings.launch != "container":
+    if settings.launch != "container" or deployment is None:
         return []
-    from .deployment.manifest import read_manifest
     from .deployment.pod_limits import pod_limits
-    from .deployment.reading import DeploymentError
 
     try:
-        pod = pod_limits(read_manifest(settings.triton_deployment, settings.triton_kubernetes_version))
-    except (DeploymentError, ValueError) as exc:
+        pod = pod_limits(deployment)
+    except ValueError as exc:
         return [f"  container: not inside the deployment's limits: {exc}"]
     return [f"  container inside the deployment's limits: {pod.describe()}"] + [
         f"    not carried over: {line}" for line in pod.left_out]

@@ -60,3 +60,15 @@ def test_the_run_plan_names_the_deployment_and_its_kubernetes_version():
                                      environ={}))
     assert f"  deployment: {ONPREM} (Kubernetes 1.25.0 schemas), its probes, grace period and limits judged" in text
     assert "deployment:" not in plan_block(build_settings({}, {}, environ={}))
+
+
+def test_the_container_launchers_plan_shows_the_limits_of_the_manifest_the_run_read():
+    from pytest_triton_ready.deployment.manifest import read_manifest
+
+    settings = build_settings({"triton_deployment": str(ONPREM), "triton_kubernetes_version": "1.25.0",
+                               "triton_launch": "container", "triton_image": "nvcr.io/nvidia/tritonserver:24.10-py3"},
+                              {}, environ={})
+    text = plan_block(settings, deployment=read_manifest(ONPREM, "1.25.0"))
+    assert "  container inside the deployment's limits: no memory limit, no CPU limit, /dev/shm 64 MiB" in text
+    assert "    not carried over: --model-repository=/models: the launcher serves" in text
+    assert "container inside" not in plan_block(settings)  # no manifest given: nothing read again here

@@ -118,9 +118,10 @@ def server_command(exit_timeout_s: int = 30, extra_args: tuple[str, ...] | list[
     deployment's own flags (`pod_flags`), then `server.args` (`extra_args`) last, so that each
     wins over what comes before it. A deployment that sets another model control mode does not get
     --load-model=*, which only explicit mode takes."""
+    from ..deployment.judgement import flag_value
+
     flags = serving_flags(exit_timeout_s)
-    modes = [f.split("=", 1)[1] for f in pod_flags if f.startswith("--model-control-mode=")]
-    if modes and modes[-1] != "explicit":
+    if flag_value(list(pod_flags), "--model-control-mode") not in (None, "explicit"):
         flags = [f for f in flags if not f.startswith("--load-model=")]
     return (
         "tritonserver",
