@@ -55,6 +55,11 @@ def _scales(hpa: Document, container: TritonContainer) -> bool:
     return target.get("kind") == workload.get("kind") and target.get("name") == dig(workload, "metadata", "name")
 
 
+def _autoscalers(manifest: Manifest, container: TritonContainer) -> list[Document]:
+    """The HorizontalPodAutoscalers that scale the container's workload."""
+    return [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]
+
+
 def _metric_name(metric: dict[str, Any]) -> str | None:
     kind = metric.get("type", "")
     return dig(metric, kind[:1].lower() + kind[1:], "metric", "name")
@@ -67,7 +72,7 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
         return [judgement("hpa-metrics", NOT_APPLICABLE, container, AUTOSCALER, "")]
     judgements = []
     adapter = adapter_names(manifest)
-    for hpa in [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]:
+    for hpa in _autoscalers(manifest, container):
         where = f"{hpa.path} document {hpa.index}"
         names = [(n, _metric_name(m)) for n, m in enumerate(dig(hpa.body, "spec", "metrics") or [])
                  if m.get("type") not in RESOURCE_METRICS]
@@ -104,7 +109,7 @@ def hpa_targets(manifest: Manifest, container: TritonContainer, budget_ms: float
     an autoscaler whose target is at or above the budget adds pods only after the SLO is broken."""
     adapter = adapter_names(manifest)
     judgements = []
-    for hpa in [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]:
+    for hpa in _autoscalers(manifest, container):
         for number, metric in enumerate(dig(hpa.body, "spec", "metrics") or []):
             name = _metric_name(metric)
             if metric.get("type") in RESOURCE_METRICS or name is None:
@@ -147,7 +152,7 @@ def _selects(budget: Document, container: TritonContainer) -> bool:
 def replicas_and_disruption_budget(manifest: Manifest, container: TritonContainer) -> Judgement:
     """At least two replicas (spec.replicas, or the autoscaler's minReplicas) and a
     PodDisruptionBudget that selects the pods: one replica is an outage at every drain and restart."""
-    floors = [h for h in manifest.of_kind("HorizontalPodAutoscaler") if _scales(h, container)]
+    floors = _autoscalers(manifest, container)
     least = _least_replicas(manifest, container)
     budgets = [d for d in manifest.of_kind("PodDisruptionBudget") if _selects(d, container)]
     source = "the autoscaler's minReplicas" if floors else "spec.replicas"
@@ -163,8 +168,7 @@ def replicas_and_disruption_budget(manifest: Manifest, container: TritonContaine
 
 def _least_replicas(manifest: Manifest, container: TritonContainer) -> int:
     replicas = 1 if container.workload_kind == "Pod" else int(dig(container.workload_body, "spec", "replicas") or 1)
-    floors = [int(dig(h.body, "spec", "minReplicas") or 1) for h in manifest.of_kind("HorizontalPodAutoscaler")
-              if _scales(h, container)]
+    floors = [int(dig(h.body, "spec", "minReplicas") or 1) for h in _autoscalers(manifest, container)]
     return max(floors) if floors else replicas
 
 
