@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .launchers.embedded import DEMO_REPOSITORY
 
-KINDS = {"gpu": "KIND_GPU", "cpu": "KIND_CPU"}
+INSTANCE_KINDS = {"gpu": "KIND_GPU", "cpu": "KIND_CPU"}
 
 
 def gpu_kind_available() -> tuple[bool, str]:
@@ -83,7 +83,7 @@ def write_demo_repository(dest: Path, kind: str, gpus: Sequence[int] = (), sourc
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_triton_ready.demo_repository", description=__doc__.split("\n\n")[0])
     parser.add_argument("dest", type=Path, help="directory to write the repository to (replaced)")
-    parser.add_argument("--kind", choices=("auto", *KINDS), default="auto",
+    parser.add_argument("--kind", choices=("auto", *INSTANCE_KINDS), default="auto",
                         help="instance kind: gpu, cpu, or auto (gpu when a GPU and torch with CUDA are here)")
     parser.add_argument("--gpus", default="", help="comma-separated GPU indices for KIND_GPU groups (default: all)")
     args = parser.parse_args(argv)

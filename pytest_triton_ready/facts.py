@@ -266,10 +266,10 @@ class SoakMemory(Fact):
     leak_judged: bool
 
 
-KINDS: tuple[type[Fact], ...] = (Capacity, TargetLoad, StreamingCapacity, StreamingTargetLoad, HotReload,
+FACT_TYPES: tuple[type[Fact], ...] = (Capacity, TargetLoad, StreamingCapacity, StreamingTargetLoad, HotReload,
                                  VersionRollout, CapacityPlan, MetricLayers, DeadInstances, ServerStart, Drain,
                                  SoakMemory)
-BY_KEY: dict[str, type[Fact]] = {kind.key: kind for kind in KINDS}
+BY_KEY: dict[str, type[Fact]] = {kind.key: kind for kind in FACT_TYPES}
 
 
 class FactMissing(TritonReadyError, LookupError):
@@ -319,7 +319,7 @@ class Facts:
     def to_json(self) -> dict[str, Any]:
         """The report's `facts`: each kind under its key, a per-model kind as {model: entry}."""
         document: dict[str, Any] = {}
-        for kind in KINDS:
+        for kind in FACT_TYPES:
             published = self._facts.get(kind)
             if not published:
                 continue

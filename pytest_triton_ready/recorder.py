@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .report.model import Chart, Evidence, Finding, Judgement, LoadPoint, Measurement, Result, Series, Setting, Verdict
+from .report.model import Chart, Evidence, Finding, LoadPoint, MeasuredValue, RecordedJudgement, Result, Series, Setting, Verdict
 from .thresholds import ThresholdValue
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -79,12 +79,12 @@ class CheckRecorder:
         if limit is not None and value is not None:
             passed = bool(_COMPARE[comparison](value, limit))
         self.result.measurements.append(
-            Measurement(name, value, unit, model, limit, comparison if limit is not None else None, source, passed)
+            MeasuredValue(name, value, unit, model, limit, comparison if limit is not None else None, source, passed)
         )
         if limit is not None and value is None:
             return False
         if passed is not None:
-            self.result.judgements.append(Judgement(rule or name, passed, model, name))
+            self.result.judgements.append(RecordedJudgement(rule or name, passed, model, name))
         if passed is False:
             where = f"{model}: " if model else ""
             text = finding or (f"{where}{name} is {_fmt(value)} {unit}".rstrip()
@@ -99,7 +99,7 @@ class CheckRecorder:
         rule fails, `finding` is the error sentence (default: the rule and what was measured).
         Returns `passed`."""
         passed = bool(passed)
-        self.result.judgements.append(Judgement(rule, passed, model, measured))
+        self.result.judgements.append(RecordedJudgement(rule, passed, model, measured))
         if not passed:
             self.result.findings.append(Finding(finding or f"{rule}: failed on {measured}", "error", rule, model, value))
         return passed
@@ -113,7 +113,7 @@ class CheckRecorder:
         `mark`: it passed unless an error finding was added since then (those findings already say
         what failed). Returns whether it passed."""
         passed = len(self.errors) == mark
-        self.result.judgements.append(Judgement(rule, passed, model, measured))
+        self.result.judgements.append(RecordedJudgement(rule, passed, model, measured))
         return passed
 
     def setting(self, name: str, value: float | int | str | None, unit: str = "", *, model: str | None = None,
@@ -129,7 +129,7 @@ class CheckRecorder:
         and `info` only inform."""
         self.result.findings.append(Finding(message, severity, rule, model, value))
         if severity == "error":
-            self.result.judgements.append(Judgement(rule or self.result.check_id, False, model, message))
+            self.result.judgements.append(RecordedJudgement(rule or self.result.check_id, False, model, message))
 
     def recommend(self, text: str) -> None:
         """Say what to change, naming the rule or parameter."""

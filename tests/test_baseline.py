@@ -24,7 +24,7 @@ from pytest_triton_ready.baseline import (
     reconsider,
 )
 from pytest_triton_ready.baseline.compare import UNDECIDED
-from pytest_triton_ready.report.model import Measurement, Result, Verdict
+from pytest_triton_ready.report.model import MeasuredValue, Result, Verdict
 from pytest_triton_ready.thresholds import THRESHOLDS
 
 QUICK = Path(__file__).parent / "data" / "quick-checklist.yaml"
@@ -238,9 +238,9 @@ def test_passing_rows_show_their_key_number_and_evidence_renders_as_a_definition
     from pytest_triton_ready.report.text import detail
 
     result = Result("PERF-1", "performance", "t", "n", Verdict.PASS, measurements=[
-        Measurement("throughput", 900.0, "infer/s", "scale"),
-        Measurement("p99 latency", 4.9, "ms", "scale", 100.0, "<=", "default", True),
-        Measurement("success rate", 1.0, "ratio", "scale", 0.999, ">=", "default", True)])
+        MeasuredValue("throughput", 900.0, "infer/s", "scale"),
+        MeasuredValue("p99 latency", 4.9, "ms", "scale", 100.0, "<=", "default", True),
+        MeasuredValue("success rate", 1.0, "ratio", "scale", 0.999, ">=", "default", True)])
     assert detail(result) == "scale: p99 latency 4.9 ms <= 100 ms"
     shape, items = structured(str({"count_ok": 29062, "errors": {}, "percentiles_ms": {"p50": 1.5}}))
     assert shape == "dl" and ("count_ok", "29062") in items and ("percentiles_ms.p50", "1.5") in items

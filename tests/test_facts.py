@@ -14,7 +14,7 @@ from pytest_triton_ready import plugin_results, plugin_state
 from pytest_triton_ready.counterparts import STREAMING_COUNTERPARTS, streaming_counterpart
 from pytest_triton_ready.errors import TritonReadyError
 from pytest_triton_ready.facts import (
-    KINDS,
+    FACT_TYPES,
     Capacity,
     CapacityPlan,
     CheckRef,
@@ -151,7 +151,7 @@ def _checks_by_name() -> dict[str, str]:
 
 def test_the_registries_name_checks_that_exist_with_their_ids():
     checks = _checks_by_name()
-    refs = [kind.producer for kind in KINDS if kind is not DeadInstances]  # that one: every load check
+    refs = [kind.producer for kind in FACT_TYPES if kind is not DeadInstances]  # that one: every load check
     refs += [c.check for c in STREAMING_COUNTERPARTS.values()]
     for ref in refs:
         assert checks.get(ref.name) == ref.check_id, f"{ref} is not a check in checks/"

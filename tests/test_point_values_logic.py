@@ -17,9 +17,9 @@ from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED, judge, rela
 from pytest_triton_ready.load.profile import ModelProfile
 from pytest_triton_ready.load.streaming_confidence import slo_rules, success_rule
 from pytest_triton_ready.load.streaming_curve import SweptPoint, record_capacity, record_curve
-from pytest_triton_ready.load.streaming_rules import CurvePoint as StreamingPoint
+from pytest_triton_ready.load.streaming_rules import StreamingPoint
 from pytest_triton_ready.load.streaming_rules import judge_curve as judge_streaming_curve
-from pytest_triton_ready.load.streaming_target import TargetLoad, record_at_target
+from pytest_triton_ready.load.streaming_target import TargetMeasurement, record_at_target
 from pytest_triton_ready.load.sweep import Curve, SweepLimits, judge_curve
 
 LIMITS = SweepLimits(success_min=0.999, cap=0, search_max_concurrency=64, min_gain=0.05, knee_fraction=0.9,
@@ -90,13 +90,13 @@ def test_the_streaming_capacity_rule_is_recorded_on_the_judgement_of_its_interva
 
 
 # -- PERF-1 streaming: the success rate on its interval --------------------------------------------------
-def _target(success: Estimate) -> TargetLoad:
+def _target(success: Estimate) -> TargetMeasurement:
     stats = recorded_stream(duration_s=20.0)  # 700 requests: TTFT and ITL p99 bounded
     slo = _slo(1000.0)
     rules = [*slo_rules(slo), success_rule(0.999)]
     judged = {j.rule.name: j for j in LOOKS.judge(rules, stats)}
     judged["success rate"] = judge(success_rule(0.999), success)
-    return TargetLoad("m", 8, slo, stats, LOOKS, judged, 6.0)
+    return TargetMeasurement("m", 8, slo, stats, LOOKS, judged, 6.0)
 
 
 def test_streaming_perf1s_success_rate_within_the_minimum_by_value_only_is_never_a_pass():

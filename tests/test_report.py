@@ -27,7 +27,7 @@ from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLaun
 from pytest_triton_ready.report import build_document, charts, overall_verdict, render_files, sources
 from pytest_triton_ready.report import cli as report_cli
 from pytest_triton_ready.report.document import dumps
-from pytest_triton_ready.report.model import Chart, Evidence, Finding, Measurement, Result, Series, Verdict
+from pytest_triton_ready.report.model import Chart, Evidence, Finding, MeasuredValue, Result, Series, Verdict
 from pytest_triton_ready.report.schema import schema_errors
 from pytest_triton_ready.run import Run
 from pytest_triton_ready.settings import Settings
@@ -389,7 +389,7 @@ def test_untrusted_text_is_escaped_and_secrets_redacted(tmp_path):
     result = _result("SEC-1", Verdict.FAIL)
     result.findings = [Finding(hostile)]
     result.evidence = [Evidence("server log", f"line | with pipe\n{hostile}")]
-    result.measurements = [Measurement("odd value", float("nan"), "ms"), Measurement("numpy", np.int64(3), "requests",
+    result.measurements = [MeasuredValue("odd value", float("nan"), "ms"), MeasuredValue("numpy", np.int64(3), "requests",
                                                                                    threshold=np.float32(2.5), comparison="<=",
                                                                                    threshold_source="check",
                                                                                    passed=np.bool_(False))]
@@ -441,9 +441,9 @@ def _long_values_document() -> dict:
                                                     "'max_queue_delay_microseconds: fast': Couldn't parse integer")])
     regression = Result("PERF-5", "performance", "No regression against the baseline",
                         "checks/test_regression.py::test_no_regression_against_baseline", Verdict.PASS, measurements=[
-                            Measurement("baseline", f"{LONG_DIR}/runs/previous/readiness.json"),
-                            Measurement("model config digest", "8524c7dc59e80db3a1f0c2d4e6b8a9c1d3e5f7a9", model="scale"),
-                            Measurement("p99 latency", 4.9, "ms", "scale", 100.0, "<=", f"yaml:{LONG_DIR}/triton-ready.yaml",
+                            MeasuredValue("baseline", f"{LONG_DIR}/runs/previous/readiness.json"),
+                            MeasuredValue("model config digest", "8524c7dc59e80db3a1f0c2d4e6b8a9c1d3e5f7a9", model="scale"),
+                            MeasuredValue("p99 latency", 4.9, "ms", "scale", 100.0, "<=", f"yaml:{LONG_DIR}/triton-ready.yaml",
                                         True)],
                         evidence=[Evidence("measurement", str({"count_ok": 29062, "url": f"grpc://{LONG_DIR[1:]}:8001",
                                                                "percentiles_ms": {"p50": 1.5, "p99": 4.9}})),
@@ -451,7 +451,7 @@ def _long_values_document() -> dict:
                                                                   for i in range(3)])),
                                   Evidence("server log", "E1130 " + "x" * 300)])
     capacity = Result("PERF-2", "performance", "Throughput-latency curve", "checks/test_performance.py::test_curve",
-                      Verdict.PASS, measurements=[Measurement("max throughput within SLO", 1000.0 + i, "infer/s",
+                      Verdict.PASS, measurements=[MeasuredValue("max throughput within SLO", 1000.0 + i, "infer/s",
                                                               f"model_{i}_with_a_rather_long_name") for i in range(12)])
     run = Run(Settings(triton_model_repository=Path(LONG_DIR) / "models", triton_soak=4.0,
                        sources={"triton_soak": f"yaml:{LONG_DIR}/triton-ready.yaml"}))

@@ -7,14 +7,14 @@ import pytest
 
 from pytest_triton_ready.plugin_results import check_title
 from pytest_triton_ready.report.markdown import render_markdown
-from pytest_triton_ready.report.model import Finding, Measurement, Result, Verdict
+from pytest_triton_ready.report.model import Finding, MeasuredValue, Result, Verdict
 from pytest_triton_ready.report.terminal import checklist_rows
 from pytest_triton_ready.report.text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark, shorten
 from pytest_triton_ready.report.verdict import checklist, overall_verdict, verdict_counts, verdict_reason, worst
 
 
 def result(check_id: str, verdict: Verdict, blocking: bool = True, reason: str | None = None,
-           findings: list[Finding] | None = None, measurements: list[Measurement] | None = None,
+           findings: list[Finding] | None = None, measurements: list[MeasuredValue] | None = None,
            title: str = "A check", phase: str = "config", name: str | None = None) -> Result:
     return Result(check_id, phase, title, f"checks/t.py::{name or check_id}", verdict, blocking, reason,
                   measurements=measurements or [], findings=findings or [])
@@ -99,14 +99,14 @@ def test_memory_sizes_read_in_binary_units(value, text):
 
 
 def test_a_measurement_reads_with_its_model_threshold_and_mark():
-    held = Measurement("p99 latency", 12.5, "ms", model="scale", threshold=50, comparison="<=", passed=True)
+    held = MeasuredValue("p99 latency", 12.5, "ms", model="scale", threshold=50, comparison="<=", passed=True)
     assert measurement_label(held) == "scale: p99 latency"
     assert format_threshold(held) == "<= 50 ms"
     assert outcome_mark(held) == "✓"
-    missed = Measurement("success rate", 0.9, "ratio", threshold=0.999, comparison=">=", passed=False)
+    missed = MeasuredValue("success rate", 0.9, "ratio", threshold=0.999, comparison=">=", passed=False)
     assert (measurement_label(missed), format_threshold(missed), outcome_mark(missed)) == (
         "success rate", ">= 0.999 ratio", "✗")
-    plain = Measurement("state", "READY")
+    plain = MeasuredValue("state", "READY")
     assert (format_threshold(plain), outcome_mark(plain)) == ("", "")
 
 
@@ -116,12 +116,12 @@ def test_detail_says_what_decided_a_check():
     assert detail(failed) == "scale is UNAVAILABLE (+1 more)"
     assert detail(result("PERF-3", Verdict.INCOMPLETE, reason="the soak is turned off")) == "the soak is turned off"
     measured = result("PERF-1", Verdict.PASS, findings=[Finding("slow-ish", "warning")], measurements=[
-        Measurement("p99", 1.0, "ms", threshold=2, comparison="<=", passed=True),
-        Measurement("success", 0.5, threshold=1, comparison=">=", passed=False), Measurement("throughput", 10.0)])
+        MeasuredValue("p99", 1.0, "ms", threshold=2, comparison="<=", passed=True),
+        MeasuredValue("success", 0.5, threshold=1, comparison=">=", passed=False), MeasuredValue("throughput", 10.0)])
     assert detail(measured) == "p99 1 ms <= 2 ms (1 warning)"  # a pass leads with its key number
     assert detail(result("X", Verdict.FAIL, measurements=[measured.measurements[1]])) == \
         "1 measurement, 0/1 within threshold"
-    assert detail(result("X", Verdict.PASS, measurements=[Measurement("one", 1)])) == "one 1"
+    assert detail(result("X", Verdict.PASS, measurements=[MeasuredValue("one", 1)])) == "one 1"
     assert detail(result("X", Verdict.PASS)) == ""
 
 
@@ -134,7 +134,7 @@ def test_shorten_collapses_whitespace_and_cuts_with_an_ellipsis():
 # -- terminal rows -----------------------------------------------------------------------------------
 def test_terminal_rows_put_a_pass_on_one_line_and_say_why_under_a_failure():
     results = [
-        result("CFG-1", Verdict.PASS, title="Every model is READY", measurements=[Measurement("state", "READY")],
+        result("CFG-1", Verdict.PASS, title="Every model is READY", measurements=[MeasuredValue("state", "READY")],
                name="test_models_ready"),
         result("PERF-1", Verdict.FAIL, blocking=False, title="GPU busy under load",
                findings=[Finding("GPU utilization 20% is below 70%")], name="test_gpu_busy"),
@@ -191,7 +191,7 @@ def test_markdown_summary_lists_every_check_and_each_failure_with_its_section():
         result("CFG-1", Verdict.PASS, title="Every model is READY"),
         result("PERF-1", Verdict.FAIL, title="Benchmark meets the SLO", phase="performance",
                findings=[Finding("scale: p99 80.0 ms exceeds the 50 ms budget")],
-               measurements=[Measurement("p99 latency", 80.0, "ms", "scale", 50, "<=", passed=False)]),
+               measurements=[MeasuredValue("p99 latency", 80.0, "ms", "scale", 50, "<=", passed=False)]),
         result("MON-2", Verdict.INCOMPLETE, title="Alert rules can fire", phase="monitoring", reason="no prometheus"),
         result("CFG-4", Verdict.NOT_APPLICABLE, title="GPU memory headroom", reason="no GPU instances"),
         result("SEC-3", Verdict.PASS, title="Malformed | requests", phase="security",

@@ -28,7 +28,7 @@ from pytest_triton_ready.soak import (
     JournalError,
     JournalWriter,
     PlanError,
-    Window,
+    SoakWindow,
     build_plan,
     evaluate,
     is_journal,
@@ -65,8 +65,8 @@ def test_a_bad_soak_duration_names_its_source():
 
 def _window(i: int, *, ok: int = 100, failed: int = 0, p99: float = 5.0, rss_mb: float | None = 500.0,
             host_mb: float | None = None, runner_mb: float = 80.0, pending: float = 0.0, width: float = 1.0,
-            errors: dict | None = None) -> Window:
-    return Window(index=i, start_s=i * width, end_s=(i + 1) * width, wall_time=1e9 + i, sent=ok + failed, ok=ok,
+            errors: dict | None = None) -> SoakWindow:
+    return SoakWindow(index=i, start_s=i * width, end_s=(i + 1) * width, wall_time=1e9 + i, sent=ok + failed, ok=ok,
                   failed=failed, errors=errors or ({"boom": failed} if failed else {}), p50_ms=p99 / 2, p99_ms=p99,
                   pending_requests=pending, server_rss_bytes=None if rss_mb is None else rss_mb * MB,
                   host_memory_used_bytes=None if host_mb is None else host_mb * MB, runner_rss_bytes=runner_mb * MB)
@@ -242,7 +242,7 @@ def test_p99_drift_while_the_runner_fell_behind_is_undecided_not_a_failure():
     healthy = [_window(i, p99=5 + i) for i in range(20)]
     healthy[18].late_sends = 2  # a few late sends are noise: the drift is the server's
     assert "p99-drift" in _failed_rules(guard_soak(evaluate(healthy, _limits(), 1), healthy, _limits()))
-    assert Window.from_dict(json.loads(json.dumps(rising[18].to_dict()))).late_sends == 88  # journaled
+    assert SoakWindow.from_dict(json.loads(json.dumps(rising[18].to_dict()))).late_sends == 88  # journaled
 
 
 def test_p99_drift_compares_last_quarter_with_first_and_ignores_small_rises():
@@ -274,7 +274,7 @@ def test_gpu_readings_of_an_h200_capture_feed_the_gpu_leak_rule():
     windows = []
     for i in range(3):
         reading = sampler.read()
-        windows.append(Window(index=i, start_s=60.0 * i, end_s=60.0 * (i + 1), wall_time=1e9 + 60 * i, sent=100, ok=100,
+        windows.append(SoakWindow(index=i, start_s=60.0 * i, end_s=60.0 * (i + 1), wall_time=1e9 + 60 * i, sent=100, ok=100,
                               pending_requests=reading.pending_requests, gpu_memory_used_bytes=reading.gpu_memory_used_bytes,
                               gpu_utilization=reading.gpu_utilization, host_memory_used_bytes=reading.host_memory_used_bytes,
                               runner_rss_bytes=reading.runner_rss_bytes))

@@ -9,7 +9,7 @@ from pytest_triton_ready.operations.capacity import FleetPlan, ModelPlan, model_
 from pytest_triton_ready.soak.duration import format_duration, parse_duration
 from pytest_triton_ready.soak.judge import MB, evaluate
 from pytest_triton_ready.soak.trend import fit, rank_p_value
-from pytest_triton_ready.soak.windows import ModelWindow, Window, top_reasons
+from pytest_triton_ready.soak.windows import ModelShare, SoakWindow, top_reasons
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 
@@ -19,14 +19,14 @@ def limits(**overrides) -> dict[str, ThresholdValue]:
     return {name: ThresholdValue(name, float(value), THRESHOLDS[name].unit, "default") for name, value in values.items()}
 
 
-def windows(n: int = 12, window_s: float = 60.0, **series) -> list[Window]:
+def windows(n: int = 12, window_s: float = 60.0, **series) -> list[SoakWindow]:
     """n windows of window_s; each keyword is a window field and a function of the index. 400
     requests a window: 0 failures in 12 windows' 4,800 show a success rate >= 0.999 at 95% (3,688 do)."""
     made = []
     for i in range(n):
         fields = {"sent": 400, "ok": 400, "p99_ms": 10.0}
         fields.update({name: f(i) for name, f in series.items()})
-        made.append(Window(i, i * window_s, (i + 1) * window_s, 1_700_000_000 + i * window_s, **fields))
+        made.append(SoakWindow(i, i * window_s, (i + 1) * window_s, 1_700_000_000 + i * window_s, **fields))
     return made
 
 
@@ -253,10 +253,10 @@ def test_the_fit_is_per_hour_skips_missing_values_and_needs_three_points():
 
 
 def test_window_rates_and_round_trip():
-    window = Window(3, 60.0, 90.0, 1.0, sent=100, ok=95, failed=5, models={"scale": ModelWindow(95, 5, 3.0)})
+    window = SoakWindow(3, 60.0, 90.0, 1.0, sent=100, ok=95, failed=5, models={"scale": ModelShare(95, 5, 3.0)})
     assert (window.duration_s, window.completed, window.success_rate, window.throughput) == (30.0, 100, 0.95, 95 / 30)
-    assert Window.from_dict({**window.to_dict(), "unknown_key": 1}) == window
-    assert Window(0, 0.0, 0.0, 0.0).success_rate is None and Window(0, 0.0, 0.0, 0.0).throughput == 0.0
+    assert SoakWindow.from_dict({**window.to_dict(), "unknown_key": 1}) == window
+    assert SoakWindow(0, 0.0, 0.0, 0.0).success_rate is None and SoakWindow(0, 0.0, 0.0, 0.0).throughput == 0.0
 
 
 def test_top_reasons_keep_the_most_frequent_and_sum_the_rest():

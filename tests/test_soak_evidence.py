@@ -95,7 +95,7 @@ def test_unreadable_evidence_is_one_line_naming_the_file(tmp_path):
 
 def test_a_closed_soak_journal_is_evidence_too(tmp_path):
     from pytest_triton_ready.settings import build_settings
-    from pytest_triton_ready.soak import JournalWriter, Window, build_plan
+    from pytest_triton_ready.soak import JournalWriter, SoakWindow, build_plan
 
     settings = build_settings({"triton_soak": "30s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
     plan = build_plan(settings, ["scale"], Facts())
@@ -103,7 +103,7 @@ def test_a_closed_soak_journal_is_evidence_too(tmp_path):
     writer = JournalWriter(path, {"started_at": "2026-12-01T11:00:00+00:00", "plan": plan.to_dict(),
                                   "context": {}, "settings": settings.redacted(), "server_identity": IDENTITY})
     for i in range(30):  # 6,000 clean requests: enough to decide a success rate of 0.999
-        writer.window(Window(index=i, start_s=i, end_s=i + 1, wall_time=1e9 + i, sent=200, ok=200, failed=0, errors={},
+        writer.window(SoakWindow(index=i, start_s=i, end_s=i + 1, wall_time=1e9 + i, sent=200, ok=200, failed=0, errors={},
                              p50_ms=2.0, p99_ms=4.0, pending_requests=0, server_rss_bytes=500 * 2**20,
                              runner_rss_bytes=80 * 2**20))
     writer.end("completed", "2026-12-01T11:00:30+00:00")

@@ -12,7 +12,7 @@ from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.decision import UNDECIDED
 from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, record_counter, record_histograms
 from pytest_triton_ready.load.streaming_curve import SweptPoint, not_enough_valid, record_capacity, record_curve
-from pytest_triton_ready.load.streaming_rules import CurvePoint
+from pytest_triton_ready.load.streaming_rules import StreamingPoint
 from pytest_triton_ready.load.streaming_run import StreamingRun
 from pytest_triton_ready.load.streaming_soak import StreamSoak, record_memory
 from pytest_triton_ready.metrics import MetricsSnapshot
@@ -40,7 +40,7 @@ def test_with_a_failure_already_the_reason_is_a_warning_and_nothing_is_left_to_s
 def _swept(concurrency: int, tokens_per_s: float, ttft_ms: float, problem: str | None = None) -> SweptPoint:
     stats = recorded_stream(users=max(1, concurrency), duration_s=2.0, seed=concurrency)
     ttft = Estimate("ttft p99", ttft_ms, Interval(0.9 * ttft_ms, ttft_ms, 0.95), 4)  # decided on its interval
-    return SweptPoint(CurvePoint(concurrency, tokens_per_s, ttft_ms, problem, ttft=ttft), stats, None)
+    return SweptPoint(StreamingPoint(concurrency, tokens_per_s, ttft_ms, problem, ttft=ttft), stats, None)
 
 
 def test_a_curve_with_too_few_valid_points_is_not_judged():
@@ -72,7 +72,7 @@ def test_no_point_within_the_ttft_slo_fails_and_names_the_first_point():
 
 def test_no_point_decided_within_the_slo_while_one_is_too_close_to_call_is_undecided():
     noisy = recorded_stream(users=2, duration_s=3.0, stall_every=7)
-    point = CurvePoint.measured(1, noisy, success_min=0.999, min_requests=10, level=0.95, window_s=1.0)
+    point = StreamingPoint.measured(1, noisy, success_min=0.999, min_requests=10, level=0.95, window_s=1.0)
     swept = [SweptPoint(point, noisy, None)]
     check = _check()
     verdict = record_curve(check, "m", swept, noisy.ttft_ms["p99"])

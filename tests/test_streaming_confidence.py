@@ -21,7 +21,7 @@ from pytest_triton_ready.load.streaming_confidence import (
     streaming_estimate,
     ttft_rule,
 )
-from pytest_triton_ready.load.streaming_rules import CurvePoint, judge_curve
+from pytest_triton_ready.load.streaming_rules import StreamingPoint, judge_curve
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
@@ -119,7 +119,7 @@ def test_a_measurement_without_enough_windows_of_requests_is_never_passed():
 
 
 def _point(concurrency, stats):
-    return CurvePoint.measured(concurrency, stats, success_min=0.999, min_requests=10, level=0.95, window_s=1.0)
+    return StreamingPoint.measured(concurrency, stats, success_min=0.999, min_requests=10, level=0.95, window_s=1.0)
 
 
 def test_a_streaming_curve_counts_a_point_within_the_ttft_slo_only_when_its_interval_is():

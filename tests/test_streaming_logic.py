@@ -17,7 +17,7 @@ from pytest_triton_ready.load.decision import PASS
 from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
 from pytest_triton_ready.load.streaming_requests import EMPTY_FINAL, StreamingPlan, build_request, is_final, response_tokens
 from pytest_triton_ready.load.streaming_rules import (
-    CurvePoint,
+    StreamingPoint,
     bucket_delta,
     histogram_quantile,
     judge_curve,
@@ -116,7 +116,7 @@ def test_streaming_slo_prefers_the_model_then_default_then_threshold():
 
 def _measured(concurrency, tokens_per_s, ttft_ms):
     """A point whose TTFT p99 interval reaches from 90% of its value up to the value."""
-    return CurvePoint(concurrency, tokens_per_s, ttft_ms,
+    return StreamingPoint(concurrency, tokens_per_s, ttft_ms,
                       ttft=Estimate("ttft p99", ttft_ms, Interval(0.9 * ttft_ms, ttft_ms, 0.95), 4))
 
 
@@ -312,9 +312,9 @@ def test_the_demo_keeps_its_requests_inside_triton_until_the_final_response():
 def test_a_curve_whose_best_point_is_its_last_and_still_rising_is_a_lower_bound():
     from pytest_triton_ready.load.streaming_rules import capacity_is_lower_bound
 
-    rising = [CurvePoint(1, 160, 20), CurvePoint(2, 320, 21), CurvePoint(4, 640, 22)]
+    rising = [StreamingPoint(1, 160, 20), StreamingPoint(2, 320, 21), StreamingPoint(4, 640, 22)]
     assert capacity_is_lower_bound(rising, rising[-1], 0.05)
-    flat = [CurvePoint(1, 160, 20), CurvePoint(2, 320, 21), CurvePoint(4, 330, 22)]
+    flat = [StreamingPoint(1, 160, 20), StreamingPoint(2, 320, 21), StreamingPoint(4, 330, 22)]
     assert not capacity_is_lower_bound(flat, flat[-1], 0.05)
     assert not capacity_is_lower_bound(rising, rising[1], 0.05) and not capacity_is_lower_bound(rising, None, 0.05)
     assert not capacity_is_lower_bound(rising[:1], rising[0], 0.05)
@@ -437,7 +437,7 @@ def test_streaming_capacity_comes_only_from_points_with_enough_successful_unstuc
     from pytest_triton_ready.load.streaming_rules import enough_valid
 
     def point(concurrency, stats):
-        return CurvePoint.measured(concurrency, stats, success_min=0.999, min_requests=10)
+        return StreamingPoint.measured(concurrency, stats, success_min=0.999, min_requests=10)
 
     points = [point(1, _stream_stats(40, 150, 20)), point(2, _stream_stats(80, 300, 22)),
               point(4, _stream_stats(100, 900, 30, errors=25)),     # the fastest point fails a fifth of its requests

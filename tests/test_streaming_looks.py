@@ -18,7 +18,7 @@ from pytest_triton_ready.load.streaming_confidence import slo_rules, streaming_e
 from pytest_triton_ready.load.streaming_looks import StreamingLooks
 from pytest_triton_ready.load.streaming_requests import StreamingPlan
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
-from pytest_triton_ready.load.streaming_target import SINGLE_RESPONSE, TargetLoad, record_at_target
+from pytest_triton_ready.load.streaming_target import SINGLE_RESPONSE, TargetMeasurement, record_at_target
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 LOOKS = StreamingLooks(first_s=6.0, longest_s=20.0, window_s=2.0, confidence=0.95, min_requests=10)
@@ -115,7 +115,7 @@ def test_undecided_at_its_longest_the_check_says_too_close_to_call_with_the_inte
     stats = recorded_stream(stall_every=7, duration_s=20.0)
     slo = _slo(stats.ttft_ms["p99"])
     rules = [*slo_rules(slo), success_rule(0.999)]
-    measured = TargetLoad("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, None)
+    measured = TargetMeasurement("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, None)
     check = _check()
     reasons = record_at_target(check, measured)
     assert len(reasons) == 1 and reasons[0].startswith("m: too close to call: TTFT p99 ")
@@ -127,7 +127,7 @@ def test_a_decided_measurement_records_where_it_stopped_and_leaves_no_reason():
     stats = recorded_stream(duration_s=20.0)
     slo = _slo(1000.0)
     rules = [*slo_rules(slo), success_rule(0.999)]
-    measured = TargetLoad("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, 6.0)
+    measured = TargetMeasurement("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, 6.0)
     check = _check()
     assert record_at_target(check, measured) == []
     assert not check.errors
@@ -142,7 +142,7 @@ def test_a_stream_of_one_response_is_judged_on_ttft_and_success_and_its_itl_is_n
     assert stats.single_response and stats.itl_ms["p99"] is None and not recorded_stream().single_response
     slo = _slo(1000.0, tokens_per_s=10.0)
     rules = [*slo_rules(slo), success_rule(0.999)]
-    measured = TargetLoad("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, 6.0)
+    measured = TargetMeasurement("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, 6.0)
     check = _check()
     assert record_at_target(check, measured) == [] and not check.errors
     names = {m.name: m for m in check.result.measurements}
@@ -184,10 +184,10 @@ def test_the_engine_runs_to_its_longest_while_undecided_and_does_not_ask_at_the_
 
 def test_the_streaming_curve_charts_draw_each_points_interval():
     from pytest_triton_ready.load.streaming_curve import concurrencies, curve_charts
-    from pytest_triton_ready.load.streaming_rules import CurvePoint
+    from pytest_triton_ready.load.streaming_rules import StreamingPoint
 
     assert concurrencies(16) == [1, 2, 4, 8, 16] and concurrencies(1) == [1]
-    points = [CurvePoint.measured(c, recorded_stream(users=c, seed=c, duration_s=600.0 / c), success_min=0.999,
+    points = [StreamingPoint.measured(c, recorded_stream(users=c, seed=c, duration_s=600.0 / c), success_min=0.999,
                                   min_requests=10, level=LOOKS.level, window_s=2.0, shown_level=0.95) for c in (1, 2, 4)]
     charts = curve_charts(points, 1000.0)
     assert list(charts["tokens"]) == ["tokens/s", "tokens/s 95% interval low", "tokens/s 95% interval high"]
@@ -202,9 +202,9 @@ def test_the_streaming_curve_charts_draw_each_points_interval():
 
 def test_a_point_without_an_interval_is_drawn_without_one():
     from pytest_triton_ready.load.streaming_curve import curve_charts
-    from pytest_triton_ready.load.streaming_rules import CurvePoint
+    from pytest_triton_ready.load.streaming_rules import StreamingPoint
 
-    charts = curve_charts([CurvePoint(1, 100.0, 50.0)], 1000.0)
+    charts = curve_charts([StreamingPoint(1, 100.0, 50.0)], 1000.0)
     assert list(charts["tokens"]) == ["tokens/s"] and list(charts["ttft"]) == ["TTFT p99", "SLO"]
 
 

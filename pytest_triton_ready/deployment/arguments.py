@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .judgement import Judgement, judgement
+from .judgement import ContainerJudgement, judgement
 from .reading import TritonContainer
 
 PROTOCOLS = (("HTTP", "--http-restricted-api", "--allow-http"), ("gRPC", "--grpc-restricted-protocol", "--allow-grpc"))
@@ -30,7 +30,7 @@ def _argument_field(container: TritonContainer, flag: str) -> str:
     return f"args[{where}]" if where is not None else "args"
 
 
-def model_control_mode(container: TritonContainer) -> Judgement:
+def model_control_mode(container: TritonContainer) -> ContainerJudgement:
     """--model-control-mode is none or explicit, never poll."""
     modes = _values(container.args, "--model-control-mode")
     mode = modes[-1] if modes else "none"
@@ -41,7 +41,7 @@ def model_control_mode(container: TritonContainer) -> Judgement:
                          "the repository, half-copied files included")
 
 
-def restricted_apis(container: TritonContainer, required: Iterable[str]) -> Judgement:
+def restricted_apis(container: TritonContainer, required: Iterable[str]) -> ContainerJudgement:
     """Every required API category is restricted (needs a header) on each protocol the server serves."""
     required = list(required)
     gaps, served = [], []
@@ -82,7 +82,7 @@ def _setting(args: list[str], flag: str, default: str) -> str:
     return values[-1] if values else default
 
 
-def measured_arguments(container: TritonContainer, server_arguments: list[str] | None, why_missing: str) -> Judgement:
+def measured_arguments(container: TritonContainer, server_arguments: list[str] | None, why_missing: str) -> ContainerJudgement:
     """The pod runs the flags the server this run measured ran: the same model control mode, exit
     timeout, log format, strict readiness and restricted API categories (Triton's defaults where a
     command line leaves one out), else the checks that depend on a differing flag judged another server."""

@@ -40,7 +40,7 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class Judgement:
+class ContainerJudgement:
     """One rule on one container."""
 
     rule: str
@@ -60,7 +60,7 @@ class Judgement:
 
 
 def judgement(rule: str, passed: bool | str | None, container: TritonContainer, field_path: str, message: str,
-              **details: Any) -> Judgement:
+              **details: Any) -> ContainerJudgement:
     """A judgement on `container`'s field (`field_path` below the container, `pod:` below the pod
     spec, `/` from the document's root); passed None is INCOMPLETE, a string is the verdict itself."""
     verdict = passed if isinstance(passed, str) else INCOMPLETE if passed is None else PASS if passed else FAIL
@@ -73,7 +73,7 @@ def judgement(rule: str, passed: bool | str | None, container: TritonContainer, 
     if verdict == PASS:
         details.pop("fix", None)
     document = container.document
-    return Judgement(rule, verdict, message, f"{document.path} document {document.index}",
+    return ContainerJudgement(rule, verdict, message, f"{document.path} document {document.index}",
                      full_field(container, field_path), **details)
 
 

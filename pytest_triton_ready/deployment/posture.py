@@ -16,7 +16,7 @@ from .judgement import (
     INCOMPLETE,
     NOT_APPLICABLE,
     PASS,
-    Judgement,
+    ContainerJudgement,
     Measured,
     dig,
     flag_value,
@@ -65,7 +65,7 @@ def _metric_name(metric: dict[str, Any]) -> str | None:
     return dig(metric, kind[:1].lower() + kind[1:], "metric", "name")
 
 
-def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measured) -> list[Judgement]:
+def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measured) -> list[ContainerJudgement]:
     """One judgement per autoscaler of the workload: each of its metrics exported by the server; NOT
     APPLICABLE, saying why, where the source has no autoscaler (compose)."""
     if AUTOSCALER in container.absent:
@@ -77,7 +77,7 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
         names = [(n, _metric_name(m)) for n, m in enumerate(dig(hpa.body, "spec", "metrics") or [])
                  if m.get("type") not in RESOURCE_METRICS]
         if measured.exported_metrics is None:
-            judgements.append(Judgement("hpa-metrics", INCOMPLETE, f"the autoscaler scales on "
+            judgements.append(ContainerJudgement("hpa-metrics", INCOMPLETE, f"the autoscaler scales on "
                                         f"{[n for _, n in names]}: {measured.why_missing('exported_metrics')}",
                                         where, "spec.metrics"))
             continue
@@ -88,7 +88,7 @@ def hpa_metrics(manifest: Manifest, container: TritonContainer, measured: Measur
         message = (f"the autoscaler scales on {shown or 'resource metrics only'}; "
                    + (f"not exported by this server: {', '.join(str(name) for _, name in unknown)}" if unknown else
                       "every one is exported by this server"))
-        judgements.append(Judgement(
+        judgements.append(ContainerJudgement(
             "hpa-metrics", FAIL if unknown else PASS, message, where, fields,
             manifest_value=[name for _, name in names], measured=len(measured.exported_metrics),
             measured_label="metric names the server exports",
@@ -103,7 +103,7 @@ _TIME_UNITS_MS = {"_us": 1e-3, "_ms": 1.0, "_seconds": 1e3}
 
 
 def hpa_targets(manifest: Manifest, container: TritonContainer, budget_ms: float | None,
-                budget_source: str) -> list[Judgement]:
+                budget_source: str) -> list[ContainerJudgement]:
     """Each latency metric an autoscaler of the workload scales on (a name, or the series its
     adapter rule reads, ending in _us, _ms or _seconds) targets less than the SLO's p99 budget:
     an autoscaler whose target is at or above the budget adds pods only after the SLO is broken."""
@@ -127,12 +127,12 @@ def hpa_targets(manifest: Manifest, container: TritonContainer, budget_ms: float
             target_ms = value * scale
             shown = f"{name} (from {series})" if series != name else name
             if budget_ms is None:
-                judgements.append(Judgement("hpa-target", INCOMPLETE, f"the autoscaler targets {shown} at "
+                judgements.append(ContainerJudgement("hpa-target", INCOMPLETE, f"the autoscaler targets {shown} at "
                                             f"{target_ms:g} ms, held against no p99 budget: no SLO declared "
                                             "(--triton-slo-p99-ms or slo: per model)", where, field))
                 continue
             good = target_ms < budget_ms
-            judgements.append(Judgement(
+            judgements.append(ContainerJudgement(
                 "hpa-target", PASS if good else FAIL,
                 f"the autoscaler targets {shown} at {target_ms:g} ms; the p99 budget is {budget_ms:g} ms "
                 f"({budget_source})" + ("" if good else ": pods are added only once requests already miss it"),
@@ -149,7 +149,7 @@ def _selects(budget: Document, container: TritonContainer) -> bool:
     return bool(wanted) and all(labels.get(key) == value for key, value in wanted.items())
 
 
-def replicas_and_disruption_budget(manifest: Manifest, container: TritonContainer) -> Judgement:
+def replicas_and_disruption_budget(manifest: Manifest, container: TritonContainer) -> ContainerJudgement:
     """At least two replicas (spec.replicas, or the autoscaler's minReplicas) and a
     PodDisruptionBudget that selects the pods: one replica is an outage at every drain and restart."""
     floors = _autoscalers(manifest, container)
@@ -178,7 +178,7 @@ def _unavailable(value: Any, replicas: int) -> int:
     return int(replicas * float(text[:-1]) / 100) if text.endswith("%") else int(text)
 
 
-def rollout_capacity(manifest: Manifest, container: TritonContainer, measured: Measured) -> Judgement:
+def rollout_capacity(manifest: Manifest, container: TritonContainer, measured: Measured) -> ContainerJudgement:
     """During a rolling update (replicas - maxUnavailable) x one replica's capacity (PERF-2) carries
     the declared peak with headroom (OPS-2) for every model; a Recreate strategy serves nothing."""
     least = _least_replicas(manifest, container)
@@ -204,7 +204,7 @@ def rollout_capacity(manifest: Manifest, container: TritonContainer, measured: M
                          "that the pods left serving during a rollout carry the declared peak")
 
 
-def image_pinned(container: TritonContainer) -> Judgement:
+def image_pinned(container: TritonContainer) -> ContainerJudgement:
     """The image names a digest, or a tag other than latest; a service built from a Dockerfile with no
     image named is NOT APPLICABLE (what is pinned is its FROM line)."""
     built = worded(container, "image-pinned:built", "")
@@ -219,7 +219,7 @@ def image_pinned(container: TritonContainer) -> Judgement:
                          "(@sha256:...): latest changes under a running deployment")
 
 
-def run_as_non_root(container: TritonContainer) -> Judgement:
+def run_as_non_root(container: TritonContainer) -> ContainerJudgement:
     """runAsNonRoot: true, or a runAsUser other than 0, on the container or the pod."""
     own, pod = container.container.get("securityContext") or {}, container.pod_spec.get("securityContext") or {}
     non_root = own.get("runAsNonRoot", pod.get("runAsNonRoot"))
@@ -235,7 +235,7 @@ def run_as_non_root(container: TritonContainer) -> Judgement:
                                                                   "be root"))
 
 
-def repository_read_only(container: TritonContainer) -> Judgement:
+def repository_read_only(container: TritonContainer) -> ContainerJudgement:
     """The volume holding --model-repository is mounted read-only (a local path; a cloud URI is not
     a mount)."""
     repository = flag_value(container.args, "--model-repository") or flag_value(container.args, "--model-store")
@@ -261,5 +261,5 @@ def repository_read_only(container: TritonContainer) -> Judgement:
                                 "change the models every replica loads", number=number))
 
 
-def judge_posture(container: TritonContainer) -> list[Judgement]:
+def judge_posture(container: TritonContainer) -> list[ContainerJudgement]:
     return [image_pinned(container), run_as_non_root(container), repository_read_only(container)]

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 
 from ..thresholds import ThresholdValue
-from .judgement import Judgement, Measured, dig, judgement, worded
+from .judgement import ContainerJudgement, Measured, dig, judgement, worded
 from .reading import TritonContainer
 
 LIVE, READY = "/v2/health/live", "/v2/health/ready"
@@ -21,7 +21,7 @@ def _path(probe: dict | None) -> str | None:
     return dig(probe, "httpGet", "path")
 
 
-def liveness_path(container: TritonContainer) -> Judgement:
+def liveness_path(container: TritonContainer) -> ContainerJudgement:
     """Liveness asks /v2/health/live: a liveness probe on ready restarts a server that is loading."""
     probe = container.container.get("livenessProbe")
     path = _path(probe)
@@ -60,7 +60,7 @@ def blind_to_dead_stubs(path: str | None, measured: Measured) -> str:
             f"{', '.join(measured.python_models)}, only real inferences can (PERF-4's dead-instance experiment)")
 
 
-def readiness_path(container: TritonContainer, measured: Measured) -> Judgement:
+def readiness_path(container: TritonContainer, measured: Measured) -> ContainerJudgement:
     """Readiness asks /v2/health/ready (or /v2/models/M/ready): traffic goes only to a server
     whose models are ready. Its detection time (periodSeconds x failureThreshold) is stated, and
     where this server's release keeps the endpoint at 200 with a dead python stub, that too."""
@@ -89,7 +89,7 @@ def probe_budget_s(probe: dict) -> float:
 
 
 def startup_budget(container: TritonContainer, measured: Measured,
-                   limits: Mapping[str, ThresholdValue]) -> Judgement:
+                   limits: Mapping[str, ThresholdValue]) -> ContainerJudgement:
     """The startup budget (startupProbe, else the liveness probe) covers the measured start-to-ready
     time x (1 + deployment_startup_margin)."""
     margin = limits["deployment_startup_margin"]
@@ -123,6 +123,6 @@ def startup_budget(container: TritonContainer, measured: Measured,
 
 
 def judge_probes(container: TritonContainer, measured: Measured,
-                 limits: Mapping[str, ThresholdValue]) -> list[Judgement]:
+                 limits: Mapping[str, ThresholdValue]) -> list[ContainerJudgement]:
     return [liveness_path(container), readiness_path(container, measured),
             startup_budget(container, measured, limits)]

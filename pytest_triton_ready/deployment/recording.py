@@ -15,7 +15,7 @@ from ..facts import Facts
 from ..metrics import MetricsError
 from ..security.restricted import REQUIRED_BY_DEFAULT
 from ..thresholds import THRESHOLDS, ThresholdValue
-from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, Judgement, Measured
+from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, ContainerJudgement, Measured
 from .manifest import Manifest
 from .measured import measured_from
 
@@ -67,14 +67,14 @@ def run_measured(check: Any, triton: Any, facts: Facts) -> Measured:
                          inside.describe() if inside is not None else None)
 
 
-def _sentence(judgement: Judgement) -> str:
+def _sentence(judgement: ContainerJudgement) -> str:
     threshold = judgement.threshold
     named = f" (threshold {threshold.name} = {threshold.value:g} {threshold.unit}, {threshold.source})" \
         if threshold else ""
     return f"{judgement.where}: {judgement.message}{named}"
 
 
-def record(check: Any, judgements: list[Judgement]) -> None:
+def record(check: Any, judgements: list[ContainerJudgement]) -> None:
     """Record every judgement; INCOMPLETE (naming what is missing) where a rule lacked a measurement
     and none failed; NOT APPLICABLE where no rule applied."""
     missing = []

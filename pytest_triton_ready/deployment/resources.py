@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..thresholds import ThresholdValue
-from .judgement import NOT_APPLICABLE, Judgement, Measured, dig, gib, judgement, quantity, worded
+from .judgement import NOT_APPLICABLE, ContainerJudgement, Measured, dig, gib, judgement, quantity, worded
 from .reading import TritonContainer
 
 MIB = 2**20
@@ -19,7 +19,7 @@ def _resource(container: TritonContainer, kind: str, name: str) -> float | None:
     return quantity(dig(container.container, "resources", kind, name))
 
 
-def memory_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> Judgement:
+def memory_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> ContainerJudgement:
     """limits.memory >= measured peak RSS x (1 + deployment_memory_headroom)."""
     headroom = limits["deployment_memory_headroom"]
     limit = _resource(container, "limits", "memory")
@@ -49,7 +49,7 @@ def _memory_fix(container: TritonContainer, measured: Measured, headroom: Thresh
                   "same, for a Guaranteed pod), else the pod is OOM-killed at its peak", mib=mib)
 
 
-def time_to_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> Judgement:
+def time_to_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> ContainerJudgement:
     """At the soak's fitted memory slope, the limit is reached no sooner than deployment_memory_horizon_h."""
     horizon = limits["deployment_memory_horizon_h"]
     limit = _resource(container, "limits", "memory")
@@ -76,7 +76,7 @@ def time_to_limit(container: TritonContainer, measured: Measured, limits: Mappin
                                             "slope x horizon, or restart the pods more often than the time stated")
 
 
-def memory_request(container: TritonContainer) -> Judgement:
+def memory_request(container: TritonContainer) -> ContainerJudgement:
     """requests.memory <= limits.memory (a request above its limit is refused by the API server)."""
     request, limit = _resource(container, "requests", "memory"), _resource(container, "limits", "memory")
     good = request is None or limit is None or request <= limit
@@ -87,7 +87,7 @@ def memory_request(container: TritonContainer) -> Judgement:
                                 "resources.limits.memory"))
 
 
-def cpu_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> Judgement:
+def cpu_limit(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> ContainerJudgement:
     """limits.cpu >= the CPU the server used at PERF-2's capacity x (1 + deployment_cpu_headroom); the
     report's capacity holds only within such a limit."""
     headroom = limits["deployment_cpu_headroom"]
@@ -113,7 +113,7 @@ def cpu_limit(container: TritonContainer, measured: Measured, limits: Mapping[st
                                                     cores=needed))
 
 
-def shared_memory(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> Judgement:
+def shared_memory(container: TritonContainer, measured: Measured, limits: Mapping[str, ThresholdValue]) -> ContainerJudgement:
     """Python backend models get /dev/shm from a memory-backed emptyDir of at least
     deployment_shm_min_mib (a container's default /dev/shm is 64 MiB)."""
     minimum = limits["deployment_shm_min_mib"]
@@ -146,7 +146,7 @@ def shared_memory(container: TritonContainer, measured: Measured, limits: Mappin
                      threshold=minimum, fix=fix)
 
 
-def gpu_limit(container: TritonContainer, measured: Measured) -> Judgement:
+def gpu_limit(container: TritonContainer, measured: Measured) -> ContainerJudgement:
     """limits nvidia.com/gpu >= the GPUs the KIND_GPU instance groups reference."""
     raw = dig(container.container, "resources", "limits", "nvidia.com/gpu")
     limit = raw if raw == ALL_GPUS else quantity(raw)
@@ -168,7 +168,7 @@ def gpu_limit(container: TritonContainer, measured: Measured) -> Judgement:
 
 
 def judge_resources(container: TritonContainer, measured: Measured,
-                    limits: Mapping[str, ThresholdValue]) -> dict[str, list[Judgement]]:
+                    limits: Mapping[str, ThresholdValue]) -> dict[str, list[ContainerJudgement]]:
     """The rules by the check that records them: memory, cpu, models (shm and GPUs)."""
     return {"memory": [memory_limit(container, measured, limits), time_to_limit(container, measured, limits),
                        memory_request(container)],

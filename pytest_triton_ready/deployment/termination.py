@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 
 from ..thresholds import ThresholdValue
-from .judgement import Judgement, Measured, dig, flag_value, judgement, worded
+from .judgement import ContainerJudgement, Measured, dig, flag_value, judgement, worded
 from .probes import PROBE_DEFAULTS
 from .reading import TritonContainer
 
@@ -48,7 +48,7 @@ def _grace_text(container: TritonContainer) -> str:
 
 
 def grace_covers_drain(container: TritonContainer, measured: Measured,
-                       limits: Mapping[str, ThresholdValue]) -> Judgement:
+                       limits: Mapping[str, ThresholdValue]) -> ContainerJudgement:
     """grace >= preStop + measured drain + deployment_grace_margin_s."""
     margin = limits["deployment_grace_margin_s"]
     grace, _ = grace_s(container)
@@ -70,7 +70,7 @@ def grace_covers_drain(container: TritonContainer, measured: Measured,
                                      "SIGKILL (exit 137) a server still draining", seconds=int(needed) + 1))
 
 
-def grace_exceeds_exit_timeout(container: TritonContainer) -> Judgement:
+def grace_exceeds_exit_timeout(container: TritonContainer) -> ContainerJudgement:
     """grace > preStop + --exit-timeout-secs: the server's own timeout ends first, not the kubelet's."""
     grace, _ = grace_s(container)
     stop, timeout = pre_stop_s(container), exit_timeout_s(container)
@@ -87,7 +87,7 @@ def grace_exceeds_exit_timeout(container: TritonContainer) -> Judgement:
                                          "(exit code 137) with requests in flight", seconds=int(stop + timeout) + 5))
 
 
-def pre_stop_delay(container: TritonContainer, measured: Measured) -> Judgement:
+def pre_stop_delay(container: TritonContainer, measured: Measured) -> ContainerJudgement:
     """No request refused after SIGTERM, or a preStop delay at least the readiness probe's detection
     time (periodSeconds x failureThreshold), so the endpoints drop the pod before the signal."""
     probe = container.container.get("readinessProbe") or {}
@@ -109,6 +109,6 @@ def pre_stop_delay(container: TritonContainer, measured: Measured) -> Judgement:
 
 
 def judge_termination(container: TritonContainer, measured: Measured,
-                      limits: Mapping[str, ThresholdValue]) -> list[Judgement]:
+                      limits: Mapping[str, ThresholdValue]) -> list[ContainerJudgement]:
     return [grace_covers_drain(container, measured, limits), grace_exceeds_exit_timeout(container),
             pre_stop_delay(container, measured)]

@@ -21,7 +21,7 @@ from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared import CommandResult, DeclaredFault, run_command
 from .injector_experiment import InjectorExperiment
 from .probes import wait_until
-from .reload_experiments import VersionRollout
+from .reload_experiments import VersionRolloutExperiment
 
 
 class _Declared:
@@ -180,7 +180,7 @@ class DeclaredInstanceRestart(_Declared, InstanceRestart):
         return _restore_declared(self)
 
 
-class DeclaredVersionRollout(_Declared, VersionRollout):
+class DeclaredVersionRollout(_Declared, VersionRolloutExperiment):
     """New version: the declared action puts version N+1 into the deployment's repository, then a
     load picks it up under traffic on the server under test; the declared restore removes N+1
     and a load brings version N back."""

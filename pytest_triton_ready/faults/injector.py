@@ -27,7 +27,7 @@ from .experiment import Experiment, one_line, run_experiment
 from .outcomes import InstanceRestartOutcome, Outcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .probes import InstanceProber, wait_until
 from .processes import ServerProcesses, StubProcess
-from .reload_experiments import ForcedReload, VersionRollout, with_reload_marker
+from .reload_experiments import ForcedReload, VersionRolloutExperiment, with_reload_marker
 from .schema import FaultPlan
 from .timeline import event_time, failed_between, peak_p99_ms, steady_state
 
@@ -323,7 +323,7 @@ class FaultInjector:
         """Roll out version N+1 of `model` under traffic, on a scratch copy of its repository
         served by a second server like the run's one: the version appears on disk, a load picks it
         up, and traffic without a version must keep flowing while N+1 replaces N."""
-        return self._pick("new_version", VersionRollout, model)
+        return self._pick("new_version", VersionRolloutExperiment, model)
 
     def instance_restart(self, model: str) -> InstanceRestartOutcome:
         """Kill one instance of `model` (its python backend stub) under traffic. Watch what clients

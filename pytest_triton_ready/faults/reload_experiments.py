@@ -106,7 +106,7 @@ class ForcedReload(InjectorExperiment):
                 "restart the server")
 
 
-class VersionRollout(InjectorExperiment):
+class VersionRolloutExperiment(InjectorExperiment):
     name = "new version rollout"
     outcome_type = ReloadOutcome
     kind = "new_version"

@@ -64,14 +64,14 @@ class LintContext:
 
 
 @dataclass(frozen=True)
-class Rule:
+class LintRule:
     id: str
     severity: str
     summary: str
     check: Callable[[ModelSource, LintContext], Iterable[Violation]]
 
 
-RULES: dict[str, Rule] = {}
+RULES: dict[str, LintRule] = {}
 
 
 def rule(rule_id: str, severity: str, summary: str):
@@ -82,7 +82,7 @@ def rule(rule_id: str, severity: str, summary: str):
     def register(function: Callable[[ModelSource, LintContext], Iterable[Violation]]):
         if rule_id in RULES:
             raise ValueError(f"rule id {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, severity, summary, function)
+        RULES[rule_id] = LintRule(rule_id, severity, summary, function)
         return function
 
     return register

@@ -42,7 +42,7 @@ OVERLOADED = "overloaded"
 MODEL_ERROR = "model_error"
 CLIENT = "client"
 
-KINDS = (DEAD_INSTANCE, TIMEOUT, UNAVAILABLE, NOT_FOUND, OVERLOADED, MODEL_ERROR, CLIENT)
+FAILURE_KINDS = (DEAD_INSTANCE, TIMEOUT, UNAVAILABLE, NOT_FOUND, OVERLOADED, MODEL_ERROR, CLIENT)
 
 TIMEOUT_PREFIX = "timeout"  # the engine's own reason for a request outstanding past the request timeout
 

@@ -16,7 +16,7 @@ from ..faults.stream_judges import report_stuck
 from .confidence import Estimate, finite
 from .decision import PASS, UNDECIDED
 from .streaming_confidence import success_rule, ttft_rule
-from .streaming_rules import CurvePoint, CurveVerdict, capacity_is_lower_bound, enough_valid, judge_curve
+from .streaming_rules import CurveVerdict, StreamingPoint, capacity_is_lower_bound, enough_valid, judge_curve
 from .streaming_stats import StreamStats
 
 
@@ -24,7 +24,7 @@ from .streaming_stats import StreamStats
 class SweptPoint:
     """One concurrency of the sweep: the judged point, its stats, and the look it stopped at."""
 
-    point: CurvePoint
+    point: StreamingPoint
     stats: StreamStats
     decided_at_s: float | None
 
@@ -56,7 +56,7 @@ def sweep(streaming: Any, model: str, ttft_budget_ms: float, models_left: int = 
         looks = replace(looks, shares=len(steps))  # "some point within the SLO": a union over the points
         result = streaming.measure(plan, rules, looks, concurrency=concurrency,
                                    warmup_s=streaming.warmup_s(model))
-        point = CurvePoint.measured(concurrency, result.stats, success_min=streaming.n("success_rate_min"),
+        point = StreamingPoint.measured(concurrency, result.stats, success_min=streaming.n("success_rate_min"),
                                     min_requests=looks.min_requests, level=looks.level, window_s=looks.window_s,
                                     shown_level=looks.confidence)
         swept.append(SweptPoint(point, result.stats, result.decided_at_s))
@@ -81,7 +81,7 @@ def record_point(check: Any, model: str, swept: SweptPoint, length: str) -> None
         report_stuck(check, model, stats.stuck, limit=3)
 
 
-def interval_series(name: str, points: Sequence[CurvePoint], estimate_of: Any) -> dict[str, list[tuple[float, float]]]:
+def interval_series(name: str, points: Sequence[StreamingPoint], estimate_of: Any) -> dict[str, list[tuple[float, float]]]:
     """The '<name> 95% interval low/high' series of the points whose estimate has an interval,
     as the unary curve chart draws them."""
     with_interval = [(p.concurrency, e) for p in points if (e := estimate_of(p)) is not None and e.interval is not None]
@@ -93,12 +93,12 @@ def interval_series(name: str, points: Sequence[CurvePoint], estimate_of: Any) -
                                               if finite(e.interval.high) is not None]}
 
 
-def curve_charts(points: Sequence[CurvePoint], ttft_budget_ms: float) -> dict[str, dict[str, list]]:
+def curve_charts(points: Sequence[StreamingPoint], ttft_budget_ms: float) -> dict[str, dict[str, list]]:
     """The tokens/s and TTFT p99 charts' series, each point with its interval."""
-    def tokens(p: CurvePoint) -> Estimate | None:
+    def tokens(p: StreamingPoint) -> Estimate | None:
         return p.tokens
 
-    def ttft(p: CurvePoint) -> Estimate | None:
+    def ttft(p: StreamingPoint) -> Estimate | None:
         return p.ttft
 
     return {

@@ -66,7 +66,7 @@ def measurement_problem(completed: int, success_rate: float | None, stuck: int, 
 
 
 @dataclass
-class CurvePoint:
+class StreamingPoint:
     """One concurrency of the streaming sweep. `problem` (from `measurement_problem`) keeps a point
     out of the capacity: a point with failed, stuck or too few requests is not a capacity.
     `ttft` and `tokens`: the TTFT p99 and output tokens/s with their confidence intervals (measured
@@ -85,7 +85,7 @@ class CurvePoint:
 
     @classmethod
     def measured(cls, concurrency: int, stats: Any, *, success_min: float, min_requests: int,
-                 level: float = 0.95, window_s: float = 2.0, shown_level: float | None = None) -> CurvePoint:
+                 level: float = 0.95, window_s: float = 2.0, shown_level: float | None = None) -> StreamingPoint:
         """The point a StreamingLoad's StreamStats give at `concurrency`, its intervals at `level`
         from windows of about `window_s` (load/streaming_confidence.py), labelled `shown_level`
         (the measurement's confidence, where `level` is one look's) when given."""
@@ -104,7 +104,7 @@ def _labelled(estimate: Estimate, level: float | None) -> Estimate:
     return replace(estimate, interval=replace(estimate.interval, level=level))
 
 
-def enough_valid(points: Sequence[CurvePoint]) -> bool:
+def enough_valid(points: Sequence[StreamingPoint]) -> bool:
     """At least half of the sweep's points, and two (one for a one-point sweep), meet the rules:
     fewer cannot place a knee or a capacity."""
     valid = sum(1 for p in points if p.trustworthy)
@@ -114,7 +114,7 @@ def enough_valid(points: Sequence[CurvePoint]) -> bool:
 @dataclass
 class CurveVerdict:
     knee: int | None
-    best_within: CurvePoint | None
+    best_within: StreamingPoint | None
     drops: list[tuple[int, int, float, float]] = field(default_factory=list)  # (from c, to c, tps before, tps after)
     ttft: list[tuple[int, Judgement]] = field(default_factory=list)  # (concurrency, TTFT p99 judged on the budget)
     unsure_drops: list[tuple[int, int, Judgement]] = field(default_factory=list)  # falls inside the noise
@@ -126,7 +126,7 @@ class CurveVerdict:
         return [(c, j) for c, j in self.ttft if j.outcome == UNDECIDED]
 
 
-def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fraction: float = 0.9,
+def judge_curve(points: Sequence[StreamingPoint], ttft_budget_ms: float, knee_fraction: float = 0.9,
                 drop_tolerance: float = 0.1) -> CurveVerdict:
     """The knee (first point with `knee_fraction` of the top tokens/s), the best tokens/s whose
     TTFT p99 is within the budget, and every fall of tokens/s by more than `drop_tolerance`
@@ -164,7 +164,7 @@ def judge_curve(points: Sequence[CurvePoint], ttft_budget_ms: float, knee_fracti
     return verdict
 
 
-def capacity_is_lower_bound(points: Sequence[CurvePoint], best: CurvePoint | None, min_gain: float) -> bool:
+def capacity_is_lower_bound(points: Sequence[StreamingPoint], best: StreamingPoint | None, min_gain: float) -> bool:
     """True when the best point within the SLO is the sweep's last and tokens/s still rose by at
     least `min_gain` (a fraction) from the point before: the capacity lies beyond the sweep."""
     if best is None or len(points) < 2 or best is not points[-1] or not points[-2].trustworthy:

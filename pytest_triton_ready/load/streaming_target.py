@@ -26,7 +26,7 @@ TTFT_ADVICE = ("TTFT over budget: fewer requests per instance (more instances or
 
 
 @dataclass
-class TargetLoad:
+class TargetMeasurement:
     """One model measured at the target load: its stats, each SLO rule judged, and when it stopped."""
 
     model: str
@@ -51,7 +51,7 @@ class TargetLoad:
                 "streaming_duration_s measures more)")
 
 
-def measure_at_target(streaming: Any, model: str, slo: dict[str, Any], parts: int = 1) -> TargetLoad:
+def measure_at_target(streaming: Any, model: str, slo: dict[str, Any], parts: int = 1) -> TargetMeasurement:
     """`streaming` (load/streaming_run.StreamingRun) measures `model` at `streaming_concurrency`
     streams after a warm-up (`load_warmup_s`, `load_rewarmup_s`) until its rules are decided;
     `parts`: models still to measure."""
@@ -61,10 +61,10 @@ def measure_at_target(streaming: Any, model: str, slo: dict[str, Any], parts: in
     result = streaming.measure(streaming.plan(model), rules, looks, concurrency=concurrency,
                                warmup_s=streaming.warmup_s(model))
     judged = {j.rule.name: j for j in looks.judge(rules, result.stats)}
-    return TargetLoad(model, concurrency, slo, result.stats, looks, judged, result.decided_at_s)
+    return TargetMeasurement(model, concurrency, slo, result.stats, looks, judged, result.decided_at_s)
 
 
-def record_at_target(check: Any, measured: TargetLoad) -> list[str]:
+def record_at_target(check: Any, measured: TargetMeasurement) -> list[str]:
     """Record one model's measurement on `check`; returns why it is not decided (none: it is)."""
     model, stats, slo, judged = measured.model, measured.stats, measured.slo, measured.judged
     check.measure("streams (concurrency)", measured.concurrency, "streams", model=model)
@@ -96,7 +96,7 @@ def record_at_target(check: Any, measured: TargetLoad) -> list[str]:
     return [r for r in reasons if r]
 
 
-def _record_traffic(check: Any, measured: TargetLoad) -> None:
+def _record_traffic(check: Any, measured: TargetMeasurement) -> None:
     """Per-stream throughput, stuck requests and errors, and the percentiles chart."""
     model, stats = measured.model, measured.stats
     check.measure("output tokens/s per stream (lowest)", round(stats.min_user_tokens_per_s or 0.0, 2), "tokens/s",

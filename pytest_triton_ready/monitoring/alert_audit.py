@@ -59,7 +59,7 @@ def _not_evaluated(check: Any, reason: str) -> None:
 
 
 def evaluate_live(check: Any, target: Any, monitoring: MonitoringSettings,
-                  audit: alerting.RuleAudit) -> list[alerting.Evaluation] | None:
+                  audit: alerting.RuleAudit) -> list[alerting.AlertEvaluation] | None:
     """Each alert's expression evaluated by Prometheus scraping the server (every model served once
     first); None where Prometheus is missing or failed."""
     binary = find_prometheus(monitoring.prometheus)

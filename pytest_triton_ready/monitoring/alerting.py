@@ -10,7 +10,7 @@ from .catalogue import LAYERS
 from .prometheus import PrometheusError, PrometheusRunner
 from .promql import PromQLError, signals
 from .references import NOT_VERIFIABLE, MetricJudge, Reference, covered_layers
-from .rule_files import Rule, RuleFile, RuleFileError, duration_s, load_rule_file, validate
+from .rule_files import PrometheusRule, RuleFile, RuleFileError, duration_s, load_rule_file, validate
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,11 @@ class RuleAudit:
     references: dict[str, Reference] = field(default_factory=dict)
 
     @property
-    def rules(self) -> list[Rule]:
+    def rules(self) -> list[PrometheusRule]:
         return [r for f in self.files for r in f.rules]
 
     @property
-    def alerts(self) -> list[Rule]:
+    def alerts(self) -> list[PrometheusRule]:
         return [r for r in self.rules if r.alert]
 
     @property
@@ -69,7 +69,7 @@ def judge_metrics(audit: RuleAudit, live_names: set[str], gpu: str) -> MetricJud
     that cannot be verified on this server."""
     recordings = {r.record: r.metrics for r in audit.rules if r.record}
     judge = MetricJudge(live_names, recordings, gpu)
-    users: dict[str, list[Rule]] = {}
+    users: dict[str, list[PrometheusRule]] = {}
     for rule in audit.rules:
         for metric in rule.metrics:
             users.setdefault(metric, []).append(rule)
@@ -107,17 +107,17 @@ def check_coverage(audit: RuleAudit) -> list[str]:
 
 
 @dataclass
-class Evaluation:
+class AlertEvaluation:
     """One alert's expression as Prometheus evaluated it."""
 
-    alert: Rule
+    alert: PrometheusRule
     signals: dict[str, int | str]  # signal expression -> series count, or the query error
     firing_now: int | str
     status: str  # series | no series | not verifiable | query error | signal not checked
     detail: str = ""
 
 
-def evaluate_alerts(prometheus: PrometheusRunner, audit: RuleAudit) -> list[Evaluation]:
+def evaluate_alerts(prometheus: PrometheusRunner, audit: RuleAudit) -> list[AlertEvaluation]:
     """Query each alert's expression and the signals under its threshold comparisons."""
     evaluations = []
     for alert in audit.alerts:
@@ -126,7 +126,7 @@ def evaluate_alerts(prometheus: PrometheusRunner, audit: RuleAudit) -> list[Eval
         try:
             parts = signals(alert.expr)
         except PromQLError as exc:
-            evaluations.append(Evaluation(alert, {}, 0, "query error", str(exc)))
+            evaluations.append(AlertEvaluation(alert, {}, 0, "query error", str(exc)))
             continue
         counts: dict[str, int | str] = {}
         for expr in parts:
@@ -141,26 +141,26 @@ def evaluate_alerts(prometheus: PrometheusRunner, audit: RuleAudit) -> list[Eval
         unverifiable = [m for m in alert.metrics if audit.references.get(m) and
                         audit.references[m].status == NOT_VERIFIABLE]
         if isinstance(firing, str):
-            evaluations.append(Evaluation(alert, counts, firing, "query error", firing))
+            evaluations.append(AlertEvaluation(alert, counts, firing, "query error", firing))
         elif any(isinstance(c, str) for c in counts.values()):
             # The rule's own text evaluates, so the rebuilt signal text is at fault (the parser's printer
             # does not re-escape strings): judge by the whole expression, and say so.
             status = "series" if firing else "signal not checked"
-            evaluations.append(Evaluation(alert, counts, firing, status,
+            evaluations.append(AlertEvaluation(alert, counts, firing, status,
                                           "its signals could not be rebuilt as text for Prometheus; "
                                           f"the whole expression returns {firing} series"))
         elif all(c > 0 for c in counts.values()):
-            evaluations.append(Evaluation(alert, counts, firing, "series"))
+            evaluations.append(AlertEvaluation(alert, counts, firing, "series"))
         elif unverifiable:
-            evaluations.append(Evaluation(alert, counts, firing, "not verifiable",
+            evaluations.append(AlertEvaluation(alert, counts, firing, "not verifiable",
                                           f"reads {', '.join(unverifiable)}, which this server cannot export"))
         else:
             empty = [e for e, c in counts.items() if c == 0]
-            evaluations.append(Evaluation(alert, counts, firing, "no series", f"{' and '.join(empty)} returns nothing"))
+            evaluations.append(AlertEvaluation(alert, counts, firing, "no series", f"{' and '.join(empty)} returns nothing"))
     return evaluations
 
 
-def evaluation_problems(evaluations: list[Evaluation]) -> list[Problem]:
+def evaluation_problems(evaluations: list[AlertEvaluation]) -> list[Problem]:
     problems = []
     for e in evaluations:
         name = f"alert {e.alert.name!r} ({e.alert.where})"
@@ -176,7 +176,7 @@ def evaluation_problems(evaluations: list[Evaluation]) -> list[Problem]:
     return problems
 
 
-def evaluation_table(evaluations: list[Evaluation]) -> str:
+def evaluation_table(evaluations: list[AlertEvaluation]) -> str:
     """A plain-text table of what Prometheus returned for each alert."""
     lines = ["alert | status | series per signal | firing now"]
     for e in evaluations:

@@ -17,7 +17,7 @@ from .promql import PromQLError, referenced_metrics
 
 
 @dataclass
-class Rule:
+class PrometheusRule:
     """One alerting or recording rule, where it was written, and the metrics it reads."""
 
     file: Path
@@ -47,7 +47,7 @@ class Rule:
 @dataclass
 class RuleFile:
     path: Path
-    rules: list[Rule] = field(default_factory=list)
+    rules: list[PrometheusRule] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # each one readable line: file:line: what
     validator: str = ""
 
@@ -90,9 +90,9 @@ def _value_node(mapping: yaml.Node, key: str) -> yaml.Node | None:
     return None
 
 
-def _rule(path: Path, line: int, group: str, raw: dict) -> Rule:
+def _rule(path: Path, line: int, group: str, raw: dict) -> PrometheusRule:
     raw = raw if isinstance(raw, dict) else {}
-    rule = Rule(path, line, group, str(raw.get("expr", "")), raw.get("alert"), raw.get("record"),
+    rule = PrometheusRule(path, line, group, str(raw.get("expr", "")), raw.get("alert"), raw.get("record"),
                 None if raw.get("for") is None else str(raw.get("for")),
                 {str(k): str(v) for k, v in (raw.get("labels") or {}).items()})
     try:

@@ -18,7 +18,7 @@ from ..recorder import CheckRecorder
 from ..yamlschema import validate
 from .schema import OperationsSection
 
-KINDS = {
+ATTESTATION_KINDS = {
     "hot_update_runbook": "hot-update runbook",
     "disaster_recovery": "disaster-recovery test record",
     "team_training": "team training record",
@@ -40,7 +40,7 @@ class AttestationReview:
 
     @property
     def label(self) -> str:
-        return KINDS[self.kind]
+        return ATTESTATION_KINDS[self.kind]
 
     @property
     def present(self) -> bool:
@@ -60,8 +60,8 @@ def review_attestation(operations: OperationsSection | dict[str, Any], kind: str
                        today: dt.date, base_dir: Path | None) -> AttestationReview:
     """Check one attestation of the `operations` YAML section (typed, or the mapping the file
     holds) against the rules above."""
-    if kind not in KINDS:
-        raise KeyError(f"unknown attestation kind {kind!r} (known: {', '.join(KINDS)})")
+    if kind not in ATTESTATION_KINDS:
+        raise KeyError(f"unknown attestation kind {kind!r} (known: {', '.join(ATTESTATION_KINDS)})")
     if not isinstance(operations, OperationsSection):
         operations = validate(OperationsSection, dict(operations), "operations settings", prefix=("operations",))
     key = f"operations.attestations.{kind}"

@@ -28,7 +28,7 @@ class Verdict(str, enum.Enum):
 
 
 @dataclass
-class Measurement:
+class MeasuredValue:
     """One measured value with its unit, and the threshold it was held against, if any."""
 
     name: str
@@ -42,7 +42,7 @@ class Measurement:
 
 
 @dataclass
-class Judgement:
+class RecordedJudgement:
     """One rule judged on data measured in this run: a measurement held against a named threshold,
     or an error rule evaluated on measured data. Only judgements can earn a check its PASS."""
 
@@ -151,8 +151,8 @@ class Result:
     verdict: Verdict = Verdict.PASS
     blocking: bool = True
     reason: str | None = None
-    measurements: list[Measurement] = field(default_factory=list)
-    judgements: list[Judgement] = field(default_factory=list)
+    measurements: list[MeasuredValue] = field(default_factory=list)
+    judgements: list[RecordedJudgement] = field(default_factory=list)
     settings: list[Setting] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     recommendations: list[str] = field(default_factory=list)
@@ -184,8 +184,8 @@ class Result:
             verdict=Verdict(data["verdict"]),
             blocking=data.get("blocking", True),
             reason=data.get("reason"),
-            measurements=[_known(Measurement, m) for m in data.get("measurements", [])],
-            judgements=[_known(Judgement, j) for j in data.get("judgements", [])],
+            measurements=[_known(MeasuredValue, m) for m in data.get("measurements", [])],
+            judgements=[_known(RecordedJudgement, j) for j in data.get("judgements", [])],
             settings=[_known(Setting, s) for s in data.get("settings", [])],
             findings=[_known(Finding, f) for f in data.get("findings", [])],
             recommendations=list(data.get("recommendations", [])),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import Measurement, Result, Verdict
+from .model import MeasuredValue, Result, Verdict
 
 
 def format_value(value: Any, unit: str = "") -> str:
@@ -30,19 +30,19 @@ def format_bytes(value: float | None) -> str:
     return f"{value:.0f} B"
 
 
-def format_threshold(measurement: Measurement) -> str:
+def format_threshold(measurement: MeasuredValue) -> str:
     """'<= 50 ms' or '' when the value was not held against anything."""
     if measurement.threshold is None:
         return ""
     return f"{measurement.comparison or ''} {format_value(measurement.threshold, measurement.unit)}".strip()
 
 
-def measurement_label(measurement: Measurement) -> str:
+def measurement_label(measurement: MeasuredValue) -> str:
     """'scale: inference latency' or 'inference latency'."""
     return f"{measurement.model}: {measurement.name}" if measurement.model else measurement.name
 
 
-def outcome_mark(measurement: Measurement) -> str:
+def outcome_mark(measurement: MeasuredValue) -> str:
     """✓ met its threshold, ✗ missed it, "not measured" when a threshold had no value to hold,
     nothing when there was no threshold."""
     if measurement.passed is None and measurement.threshold is not None and measurement.value is None:
@@ -97,7 +97,7 @@ def headline(result: Result) -> str:
     'scale: p99 latency 4.9 ms <= 100 ms'; else the first measurement that is a number."""
     held = [m for m in result.measurements if m.passed and _number(m.value) is not None and _number(m.threshold)]
 
-    def margin(m: Measurement) -> float:
+    def margin(m: MeasuredValue) -> float:
         value, limit = float(m.value), float(m.threshold)
         if not limit:
             return abs(value)

@@ -11,11 +11,11 @@ Public surface (docs/soak.md):
 
 from .duration import format_duration, parse_duration
 from .journal import Journal, JournalError, JournalWriter, is_journal, read_journal
-from .judge import Evaluation, Outcome, evaluate
+from .judge import RuleOutcome, SoakEvaluation, evaluate
 from .record import journal_header, record_soak, result_from_journal
 from .schedule import PlanError, SoakPlan, build_plan, soak_limits
-from .windows import Window
+from .windows import SoakWindow
 
-__all__ = ["Evaluation", "Journal", "JournalError", "JournalWriter", "Outcome", "PlanError", "SoakPlan", "Window",
+__all__ = ["SoakEvaluation", "Journal", "JournalError", "JournalWriter", "RuleOutcome", "PlanError", "SoakPlan", "SoakWindow",
            "build_plan", "evaluate", "format_duration", "is_journal", "journal_header",
            "parse_duration", "read_journal", "record_soak", "result_from_journal", "soak_limits"]

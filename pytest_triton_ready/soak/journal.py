@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TritonReadyError
-from .windows import Window
+from .windows import SoakWindow
 
 KIND = "triton-ready-soak-journal"
 SCHEMA_VERSION = 1
@@ -40,7 +40,7 @@ class JournalWriter:
         _fsync_directory(self.path.parent)
         self._write({"kind": KIND, "schema_version": SCHEMA_VERSION, **header})
 
-    def window(self, window: Window) -> None:
+    def window(self, window: SoakWindow) -> None:
         self._write({"kind": "window", **window.to_dict()})
 
     def end(self, reason: str, finished_at: str, **extra: Any) -> None:
@@ -64,7 +64,7 @@ class Journal:
 
     path: Path
     header: dict[str, Any]
-    windows: list[Window] = field(default_factory=list)
+    windows: list[SoakWindow] = field(default_factory=list)
     end: dict[str, Any] | None = None
     damaged_lines: list[int] = field(default_factory=list)  # 1-based numbers of lines that did not parse
 
@@ -109,7 +109,7 @@ def read_journal(path: Path) -> Journal:
             record = json.loads(line)
             kind = record.get("kind")
             if kind == "window":
-                journal.windows.append(Window.from_dict(record))
+                journal.windows.append(SoakWindow.from_dict(record))
             elif kind == "end":
                 journal.end = record
         except (ValueError, TypeError, AttributeError):

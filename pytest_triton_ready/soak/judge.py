@@ -44,7 +44,7 @@ from ..load.decision import FAIL, PASS, Rule, judge
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .duration import format_duration
 from .trend import SPAN_STEPS, Trend, fit, rank_p_value
-from .windows import Window
+from .windows import SoakWindow
 
 MB = 1024 * 1024
 MAX_WINDOW_FINDINGS = 5
@@ -55,7 +55,7 @@ DRIFT_TEST = "p99 drift rank test"
 
 
 @dataclass
-class Outcome:
+class RuleOutcome:
     """One measured rule outcome, ready to be recorded on a check."""
 
     rule: str
@@ -71,10 +71,10 @@ class Outcome:
 
 
 @dataclass
-class Evaluation:
+class SoakEvaluation:
     """Every outcome, plus the fitted trends the report draws."""
 
-    outcomes: list[Outcome]
+    outcomes: list[RuleOutcome]
     trends: dict[str, Trend | None]
     notes: list[str]
     unjudged: list[str]  # rules that a soak of this length should have judged and could not
@@ -86,13 +86,13 @@ class Evaluation:
         return [*self.unjudged, *self.undecided]
 
     @property
-    def failed(self) -> list[Outcome]:
+    def failed(self) -> list[RuleOutcome]:
         return [o for o in self.outcomes if o.passed is False and o.severity == "error"]
 
 
-def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmup_s: float) -> Evaluation:
+def evaluate(windows: Sequence[SoakWindow], limits: dict[str, ThresholdValue], warmup_s: float) -> SoakEvaluation:
     """Judge the windows with the limits (named thresholds) after `warmup_s` of warm-up."""
-    outcomes: list[Outcome] = []
+    outcomes: list[RuleOutcome] = []
     notes: list[str] = []
     trends: dict[str, Trend | None] = {}
     settled = [w for w in windows if w.start_s >= warmup_s - 1e-9] or list(windows[1:])
@@ -143,7 +143,7 @@ def evaluate(windows: Sequence[Window], limits: dict[str, ThresholdValue], warmu
                         "nv_cpu_memory_used_bytes), so no leak could be judged: "
                         + "; ".join(n for n in notes if n.startswith(("server process tree", "server host")))
                         + "; give the metrics endpoint (--triton-metrics-url) or run the server from this runner")
-    return Evaluation(outcomes, trends, notes, unjudged, undecided)
+    return SoakEvaluation(outcomes, trends, notes, unjudged, undecided)
 
 
 def leak_unjudged(span_s: float, leak_min_s: float, warmup_s: float) -> str:
@@ -154,35 +154,35 @@ def leak_unjudged(span_s: float, leak_min_s: float, warmup_s: float) -> str:
             f"--triton-soak-evidence=PATH of a nightly soak)")
 
 
-def _success(windows: Sequence[Window], minimum: ThresholdValue, confidence: float,
-             undecided: list[str]) -> list[Outcome]:
+def _success(windows: Sequence[SoakWindow], minimum: ThresholdValue, confidence: float,
+             undecided: list[str]) -> list[RuleOutcome]:
     outcomes = [_success_overall(windows, minimum, confidence, undecided)]
     judged = [w for w in windows if w.completed]
     failing = [w for w in judged if w.success_rate < minimum.value]
-    outcomes.append(Outcome("success-window", "windows below the success minimum", len(failing), "windows", None,
+    outcomes.append(RuleOutcome("success-window", "windows below the success minimum", len(failing), "windows", None,
                             passed=not failing, finding=None if not failing else
                             f"{len(failing)} of {len(judged)} windows fell below {minimum.value:.3%} success"))
     if judged:
         worst = min(judged, key=lambda w: (w.success_rate, w.index))
-        outcomes.append(Outcome("success-window", "lowest window success rate", round(worst.success_rate, 6),
+        outcomes.append(RuleOutcome("success-window", "lowest window success rate", round(worst.success_rate, 6),
                                 "ratio", minimum, ">=", worst.success_rate >= minimum.value,
                                 _window_sentence(worst), window=worst.index))
     for window in failing[:MAX_WINDOW_FINDINGS]:
         if judged and window is worst:
             continue
-        outcomes.append(Outcome("success-window", f"window {window.index} success rate", round(window.success_rate, 6),
+        outcomes.append(RuleOutcome("success-window", f"window {window.index} success rate", round(window.success_rate, 6),
                                 "ratio", minimum, ">=", False, _window_sentence(window), window=window.index))
     return outcomes
 
 
-def _success_overall(windows: Sequence[Window], minimum: ThresholdValue, confidence: float,
-                     undecided: list[str]) -> Outcome:
+def _success_overall(windows: Sequence[SoakWindow], minimum: ThresholdValue, confidence: float,
+                     undecided: list[str]) -> RuleOutcome:
     """The soak's success rate on the interval of its counts, decided as every success rate is
     (load/decision.py `judge`): passed, failed, or too close to call (passed None, its sentence in
     `undecided`)."""
     ok, completed = sum(w.ok for w in windows), sum(w.completed for w in windows)
     if not completed:
-        return Outcome("success-overall", "requests completed", 0, "requests", None, passed=False,
+        return RuleOutcome("success-overall", "requests completed", 0, "requests", None, passed=False,
                        finding="no request completed during the soak")
     rate, interval = ok / completed, proportion_interval(ok, completed, confidence)
     judged = judge(Rule("success rate over the soak", "success rate", ">=", minimum.value),
@@ -193,20 +193,20 @@ def _success_overall(windows: Sequence[Window], minimum: ThresholdValue, confide
         undecided.append(f"success rate over the soak: {completed - ok} of {completed} requests failed ({rate:.3%}), "
                          f"its {shown} holds the minimum {minimum.value:g}"
                          + (f" (0 failures in {judged.needed:,} requests would show it)" if judged.needed else ""))
-    return Outcome("success-overall", "success rate over the soak", round(rate, 6), "ratio", minimum, ">=", passed,
+    return RuleOutcome("success-overall", "success rate over the soak", round(rate, 6), "ratio", minimum, ">=", passed,
                    f"{completed - ok} of {completed} requests failed over the soak ({rate:.3%} succeeded, "
                    f"{shown}; the rule is >= {minimum.value:.3%})")
 
 
-def _window_sentence(window: Window) -> str:
+def _window_sentence(window: SoakWindow) -> str:
     reason = next(iter(window.errors), None)
     where = f"window {window.index} ({format_duration(window.start_s)}-{format_duration(window.end_s)})"
     text = f"{where}: {window.failed} of {window.completed} requests failed ({window.success_rate:.2%} succeeded)"
     return text + (f"; most frequent error: {reason}" if reason else "")
 
 
-def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: ThresholdValue, confidence: float,
-           notes: list[str], undecided: list[str]) -> list[Outcome]:
+def _drift(settled: Sequence[SoakWindow], ratio_max: ThresholdValue, floor: ThresholdValue, confidence: float,
+           notes: list[str], undecided: list[str]) -> list[RuleOutcome]:
     """The last quarter's window p99s against the p99 each first-quarter window allows (the larger
     of `ratio_max` x it and it + `floor`), by two one-sided rank tests: within where the last
     quarter is decidedly below the allowed p99s, drift where decidedly above, else too close to call."""
@@ -227,20 +227,20 @@ def _drift(settled: Sequence[Window], ratio_max: ThresholdValue, floor: Threshol
     allowed = [max(ratio_max.value * p, p + floor.value) for p in early]
     below, above = rank_p_value(late, allowed, "less"), rank_p_value(late, allowed, "greater")
     rule = f"{ratio_max.value:g}x the first quarter's window p99s, or +{floor.value:g} ms, whichever is more"
-    outcomes = [Outcome("p99-drift", "p99 first quarter (median of windows)", round(first, 3), "ms"),
-                Outcome("p99-drift", "p99 last quarter (median of windows)", round(last, 3), "ms"),
-                Outcome("p99-drift", "p99 drift (last quarter / first quarter)", round(ratio, 3), "ratio"),
-                Outcome("p99-drift", "p99 rise (last quarter - first quarter)", round(last - first, 3), "ms")]
+    outcomes = [RuleOutcome("p99-drift", "p99 first quarter (median of windows)", round(first, 3), "ms"),
+                RuleOutcome("p99-drift", "p99 last quarter (median of windows)", round(last, 3), "ms"),
+                RuleOutcome("p99-drift", "p99 drift (last quarter / first quarter)", round(ratio, 3), "ratio"),
+                RuleOutcome("p99-drift", "p99 rise (last quarter - first quarter)", round(last - first, 3), "ms")]
     if below <= alpha + P_TOLERANCE:
-        outcomes.append(Outcome("p99-drift", f"{DRIFT_TEST}: the last quarter below the allowed p99 (p-value)",
+        outcomes.append(RuleOutcome("p99-drift", f"{DRIFT_TEST}: the last quarter below the allowed p99 (p-value)",
                                 round(below, 4), "p-value", passed=True))
     elif above <= alpha + P_TOLERANCE:
-        outcomes.append(Outcome("p99-drift", f"{DRIFT_TEST}: the last quarter above the allowed p99 (p-value)",
+        outcomes.append(RuleOutcome("p99-drift", f"{DRIFT_TEST}: the last quarter above the allowed p99 (p-value)",
                                 round(above, 4), "p-value", passed=False,
                                 finding=f"{sentence}; a rank test finds the last quarter's windows above what the "
                                         f"rule allows ({rule}) at p={above:.3f}"))
     else:
-        outcomes.append(Outcome("p99-drift", f"{DRIFT_TEST}: the last quarter below the allowed p99 (p-value)",
+        outcomes.append(RuleOutcome("p99-drift", f"{DRIFT_TEST}: the last quarter below the allowed p99 (p-value)",
                                 round(below, 4), "p-value"))
         undecided.append(f"p99 drift too close to call: {sentence}, {ratio:.2f}x; the rule allows {rule}, and a rank "
                          f"test puts the last quarter's windows neither below nor above that (p={below:.3f} below, "
@@ -261,7 +261,7 @@ def min_drift_windows(alpha: float) -> int:
 
 
 def _pending(trend: Trend, limit: ThresholdValue, confidence: float, warmup_s: float,
-             undecided: list[str]) -> list[Outcome]:
+             undecided: list[str]) -> list[RuleOutcome]:
     """The pending-request gauge's fitted growth against its limit, on its interval at
     `confidence` (the slope's, times the span): within where the interval's top is, growing where
     its bottom is over the limit (a gauge read once per window jumps with the moment it is read);
@@ -271,14 +271,14 @@ def _pending(trend: Trend, limit: ThresholdValue, confidence: float, warmup_s: f
     sentence = f"the server's pending requests grew by {growth:.1f} over the soak (fitted over {trend.points} windows)"
     shown = f"{confidence:.0%} interval [{low:.1f}, {high:.1f}]" if low is not None else "no interval"
     if high is not None and high <= limit.value:
-        return [Outcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", True, sentence)]
+        return [RuleOutcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", True, sentence)]
     if low is not None and low > limit.value:
-        return [Outcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", False,
+        return [RuleOutcome("pending-growth", name, round(growth, 2), "requests", limit, "<=", False,
                         f"{sentence}, {shown}: requests arrive faster than they are served")]
     span_h = trend.span_to_decide(confidence, lambda lo, hi, span: hi * span <= limit.value or lo * span > limit.value)
     undecided.append(f"pending-request growth too close to call: {sentence}, {shown}, against the limit of "
                      f"{limit.value:g}: {_longer(span_h, warmup_s)}")
-    return [Outcome("pending-growth", name, round(growth, 2), "requests")]
+    return [RuleOutcome("pending-growth", name, round(growth, 2), "requests")]
 
 
 def _longer(span_h: float | None, warmup_s: float) -> str:
@@ -290,8 +290,8 @@ def _longer(span_h: float | None, warmup_s: float) -> str:
             "interval narrows as 1 / duration^1.5)")
 
 
-def _unread(label: str, settled: Sequence[Window], read: Callable[[Window], float | None],
-            windows: Sequence[Window], note_prefix: str | None) -> str:
+def _unread(label: str, settled: Sequence[SoakWindow], read: Callable[[SoakWindow], float | None],
+            windows: Sequence[SoakWindow], note_prefix: str | None) -> str:
     readable = sum(1 for w in settled if read(w) is not None)
     if readable:
         return f"{label}: {readable} readings after warm-up, too few for a trend"
@@ -302,8 +302,8 @@ def _unread(label: str, settled: Sequence[Window], read: Callable[[Window], floa
 
 
 def _leak(rule: str, label: str, trend: Trend, limits: tuple[ThresholdValue, ThresholdValue], severity: str,
-          settled: Sequence[Window], read: Callable[[Window], float | None], confidence: float,
-          warmup_s: float, undecided: list[str]) -> list[Outcome]:
+          settled: Sequence[SoakWindow], read: Callable[[SoakWindow], float | None], confidence: float,
+          warmup_s: float, undecided: list[str]) -> list[RuleOutcome]:
     """The memory slope against its limit on its interval at `confidence`: no leak where the
     interval's top is within the limit (or the fitted growth's top within the least growth that
     counts), a leak where its bottom is over both; else too close to call (an `undecided` rule
@@ -315,46 +315,46 @@ def _leak(rule: str, label: str, trend: Trend, limits: tuple[ThresholdValue, Thr
     shown = f"{confidence:.0%} interval [{interval[0]:.1f}, {interval[1]:.1f}] MB/h" if interval else "no interval"
     sentence = (f"{label} grew {trend.slope_per_hour:.1f} MB/hour over {trend.points} windows "
                 f"({first / MB:.0f} MB -> {last / MB:.0f} MB, fitted growth {trend.growth:.1f} MB; {shown})")
-    outcomes = [Outcome(rule, f"{label} at the start (after warm-up)", round(first / MB, 1), "MB"),
-                Outcome(rule, f"{label} at the end", round(last / MB, 1), "MB")]
+    outcomes = [RuleOutcome(rule, f"{label} at the start (after warm-up)", round(first / MB, 1), "MB"),
+                RuleOutcome(rule, f"{label} at the end", round(last / MB, 1), "MB")]
     slope = round(trend.slope_per_hour, 2)
     if severity == "info":
-        return [*outcomes, Outcome(rule, slope_name, slope, "MB/h")]
+        return [*outcomes, RuleOutcome(rule, slope_name, slope, "MB/h")]
     if interval is not None:
-        outcomes.append(Outcome(rule, f"{slope_name} {confidence:.0%} interval high", round(interval[1], 2), "MB/h"))
+        outcomes.append(RuleOutcome(rule, f"{slope_name} {confidence:.0%} interval high", round(interval[1], 2), "MB/h"))
 
     def allowed(span_h: float) -> float:
         return max(limit.value, min_growth.value / span_h)
 
     if interval is not None and interval[1] * trend.span_h <= min_growth.value:
-        return [*outcomes, Outcome(rule, slope_name, slope, "MB/h"),
-                Outcome(rule, f"{label} fitted growth", round(trend.growth, 2), "MB", min_growth, "<=", True, sentence,
+        return [*outcomes, RuleOutcome(rule, slope_name, slope, "MB/h"),
+                RuleOutcome(rule, f"{label} fitted growth", round(trend.growth, 2), "MB", min_growth, "<=", True, sentence,
                         severity)]
     if interval is not None and (interval[1] <= limit.value or interval[0] > allowed(trend.span_h)):
-        return [*outcomes, Outcome(rule, slope_name, slope, "MB/h", limit, "<=", interval[1] <= limit.value, sentence,
+        return [*outcomes, RuleOutcome(rule, slope_name, slope, "MB/h", limit, "<=", interval[1] <= limit.value, sentence,
                                    severity)]
     if severity == "error":
         span_h = trend.span_to_decide(confidence, lambda lo, hi, span: hi <= allowed(span) or lo > allowed(span))
         undecided.append(f"{label} slope too close to call: {sentence}, against the limit of {limit.value:g} MB/h "
                          f"(or a fitted growth within {min_growth.value:g} MB): {_longer(span_h, warmup_s)}")
-    return [*outcomes, Outcome(rule, slope_name, slope, "MB/h")]
+    return [*outcomes, RuleOutcome(rule, slope_name, slope, "MB/h")]
 
 
-def _span_s(windows: Sequence[Window]) -> float:
+def _span_s(windows: Sequence[SoakWindow]) -> float:
     return windows[-1].end_s - windows[0].start_s if windows else 0.0
 
 
-def _first_last(windows: Sequence[Window], read: Callable[[Window], float | None]) -> tuple[float, float]:
+def _first_last(windows: Sequence[SoakWindow], read: Callable[[SoakWindow], float | None]) -> tuple[float, float]:
     values = [read(w) for w in windows if read(w) is not None]
     return values[0], values[-1]
 
 
-def _dropped(windows: Sequence[Window], maximum: ThresholdValue) -> list[Outcome]:
+def _dropped(windows: Sequence[SoakWindow], maximum: ThresholdValue) -> list[RuleOutcome]:
     scheduled = sum(w.sent + w.dropped for w in windows)
     if not scheduled:
         return []
     share = sum(w.dropped for w in windows) / scheduled
-    return [Outcome("offered-load", "requests the runner could not send on time", round(share, 6), "ratio", maximum,
+    return [RuleOutcome("offered-load", "requests the runner could not send on time", round(share, 6), "ratio", maximum,
                     "<=", share <= maximum.value,
                     f"the runner could not send {share:.2%} of the scheduled requests on time: the soak applied "
                     f"less than its target rate (a busy runner host, or a rate beyond one client)", "warning")]

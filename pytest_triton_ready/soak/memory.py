@@ -11,10 +11,10 @@ from ..facts import SoakMemory
 from ..load.confidence import t_quantile
 from .judge import MB
 from .trend import fit
-from .windows import Window
+from .windows import SoakWindow
 
 
-def soak_memory(windows: Sequence[Window], warmup_s: float, leak_min_s: float,
+def soak_memory(windows: Sequence[SoakWindow], warmup_s: float, leak_min_s: float,
                 level: float = 0.95) -> SoakMemory | None:
     """None where no window read the server's RSS (a server this runner does not own)."""
     readings = [w.server_rss_bytes for w in windows if w.server_rss_bytes is not None]
@@ -30,7 +30,7 @@ def soak_memory(windows: Sequence[Window], warmup_s: float, leak_min_s: float,
                       slope_high_mb_h=high, span_s=round(span_s, 1), leak_judged=span_s >= leak_min_s)
 
 
-def publish_memory(facts: Any, windows: Sequence[Window], warmup_s: float, limits: dict[str, Any]) -> None:
+def publish_memory(facts: Any, windows: Sequence[SoakWindow], warmup_s: float, limits: dict[str, Any]) -> None:
     """Leave the soak's memory for the checks after it, where the server's RSS was read."""
     fact = soak_memory(windows, warmup_s, limits["soak_leak_min_duration_s"].value)
     if fact is not None:

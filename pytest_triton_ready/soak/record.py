@@ -16,9 +16,9 @@ from ..report.model import Evidence, Result, Verdict
 from ..settings import Settings
 from .duration import format_duration
 from .journal import Journal
-from .judge import MB, Evaluation, evaluate
+from .judge import MB, SoakEvaluation, evaluate
 from .schedule import SoakPlan
-from .windows import Window
+from .windows import SoakWindow
 
 CHECK_ID = "PERF-3"
 PHASE = "performance"
@@ -26,7 +26,7 @@ MAX_MARKED_SPANS = 20
 DEFAULT_TITLE = "The server stays stable under steady load for the soak duration"
 
 
-def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window], ran_s: float) -> Evaluation:
+def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[SoakWindow], ran_s: float) -> SoakEvaluation:
     """Record the soak on `check`: the plan, every rule outcome, the charts and the window table."""
     check.setting("soak duration planned", round(plan.duration_s, 1), "s", source="triton_soak")
     check.measure("soak duration run", round(ran_s, 1), "s")
@@ -71,7 +71,7 @@ def record_soak(check: CheckRecorder, plan: SoakPlan, windows: Sequence[Window],
     return evaluation
 
 
-def _recommend(check: CheckRecorder, evaluation: Evaluation) -> None:
+def _recommend(check: CheckRecorder, evaluation: SoakEvaluation) -> None:
     rules = {o.rule for o in evaluation.failed}
     if rules & {"success-overall", "success-window"}:
         check.recommend("Read the failing windows' errors and the server log around their times: a model that "
@@ -87,7 +87,7 @@ def _recommend(check: CheckRecorder, evaluation: Evaluation) -> None:
                         "instances (instance_group count) until the queue stays flat.")
 
 
-def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> None:
+def _charts(check: CheckRecorder, windows: Sequence[SoakWindow], plan: SoakPlan) -> None:
     """Timelines of every window (x: seconds since the soak started, at each window's end)."""
     if not windows:
         return
@@ -127,9 +127,9 @@ def _charts(check: CheckRecorder, windows: Sequence[Window], plan: SoakPlan) -> 
         chart("Soak: pending requests at each window's end", "requests", {"pending": pending})
 
 
-def _runs(windows: Sequence[Window]) -> list[tuple[Window, Window]]:
+def _runs(windows: Sequence[SoakWindow]) -> list[tuple[SoakWindow, SoakWindow]]:
     """Consecutive windows grouped: [(first, last), ...]."""
-    runs: list[tuple[Window, Window]] = []
+    runs: list[tuple[SoakWindow, SoakWindow]] = []
     for window in windows:
         if runs and window.index == runs[-1][1].index + 1:
             runs[-1] = (runs[-1][0], window)
@@ -142,7 +142,7 @@ def _mb(value: float | None) -> float | None:
     return None if value is None else round(value / MB, 2)
 
 
-def window_table(windows: Sequence[Window]) -> str:
+def window_table(windows: Sequence[SoakWindow]) -> str:
     """Every window, one line each: what the journal holds, readable."""
     lines = ["window  end      sent     ok  failed  dropped  p50_ms   p99_ms  pending  server_MB  host_MB  gpu_MB  runner_MB"]
     for w in windows:

@@ -19,7 +19,7 @@ from .journal import JournalWriter
 from .sampler import Reading, Sampler
 from .schedule import SoakPlan
 from .status_line import ProgressLine, progress_text
-from .windows import ModelWindow, Window, top_reasons
+from .windows import ModelShare, SoakWindow, top_reasons
 
 TICK_S = 1.0  # how often the progress line moves between windows (TTY only)
 STALL_GRACE_S = 30.0
@@ -31,7 +31,7 @@ class SoakInterrupted(TritonReadyError):
 
 @dataclass
 class SoakOutcome:
-    windows: list[Window]
+    windows: list[SoakWindow]
     ran_s: float
     end_reason: str  # completed | interrupted | error
     error: str | None = None
@@ -39,16 +39,16 @@ class SoakOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-def window_from(engine_window: Any, reading: Reading, wall_time: float, new_notes: list[str]) -> Window:
+def window_from(engine_window: Any, reading: Reading, wall_time: float, new_notes: list[str]) -> SoakWindow:
     """A soak Window from one load-engine window and the readings taken as it closed."""
     stats = engine_window.stats
     failed = stats.count_errors
-    return Window(
+    return SoakWindow(
         index=engine_window.index, start_s=round(engine_window.start_s, 3), end_s=round(engine_window.end_s, 3),
         wall_time=round(wall_time, 3), sent=stats.count_ok + failed, ok=stats.count_ok, failed=failed,
         dropped=stats.dropped, errors=top_reasons(stats.errors), p50_ms=_round(stats.p50_ms),
         p99_ms=_round(stats.p99_ms), max_ms=_round(stats.max_ms),
-        models={m: ModelWindow(s.count_ok, s.count_errors, _round(s.p99_ms)) for m, s in engine_window.by_model.items()},
+        models={m: ModelShare(s.count_ok, s.count_errors, _round(s.p99_ms)) for m, s in engine_window.by_model.items()},
         pending_requests=reading.pending_requests, host_memory_used_bytes=reading.host_memory_used_bytes,
         server_rss_bytes=reading.server_rss_bytes, gpu_memory_used_bytes=reading.gpu_memory_used_bytes,
         gpu_utilization=reading.gpu_utilization, runner_rss_bytes=reading.runner_rss_bytes, notes=new_notes,
@@ -70,7 +70,7 @@ def run_soak(engine: Any, plan: SoakPlan, journal: JournalWriter, sampler: Sampl
     closed with an `end` line in every case but a killed process.
     """
     expected = max(1, int(plan.duration_s // plan.window_s + 1e-9))
-    windows: list[Window] = []
+    windows: list[SoakWindow] = []
     errors_total = completed_total = 0
     seen_notes: set[str] = set()
     end_reason, error = "completed", None

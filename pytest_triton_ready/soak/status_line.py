@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 from .. import progress
 from .duration import format_duration
-from .windows import Window
+from .windows import SoakWindow
 
 MB = 1024 * 1024
 
 
-def progress_text(elapsed_s: float, duration_s: float, window: Window | None, errors_total: int,
+def progress_text(elapsed_s: float, duration_s: float, window: SoakWindow | None, errors_total: int,
                   completed_total: int) -> str:
     """'PERF-3 soak 3:00/10:00 (7:00 left) | 48.9 req/s | p99 3.1 ms | errors 0 (0.000%) | server 412 MB ...'
 

@@ -16,7 +16,7 @@ MAX_REASON_CHARS = 200
 
 
 @dataclass
-class ModelWindow:
+class ModelShare:
     """One model's share of a window."""
 
     ok: int = 0
@@ -25,7 +25,7 @@ class ModelWindow:
 
 
 @dataclass
-class Window:
+class SoakWindow:
     index: int
     start_s: float  # seconds since the soak started
     end_s: float
@@ -38,7 +38,7 @@ class Window:
     p50_ms: float | None = None
     p99_ms: float | None = None
     max_ms: float | None = None
-    models: dict[str, ModelWindow] = field(default_factory=dict)
+    models: dict[str, ModelShare] = field(default_factory=dict)
     pending_requests: float | None = None  # nv_inference_pending_request_count, summed over models in scope
     host_memory_used_bytes: float | None = None  # nv_cpu_memory_used_bytes: the server host's used RAM
     server_rss_bytes: float | None = None  # RSS of the server's process tree (runner owns the server)
@@ -74,10 +74,10 @@ class Window:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Window:
+    def from_dict(cls, data: dict[str, Any]) -> SoakWindow:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        values["models"] = {m: ModelWindow(**w) for m, w in (data.get("models") or {}).items()}
+        values["models"] = {m: ModelShare(**w) for m, w in (data.get("models") or {}).items()}
         return cls(**values)
 
 
