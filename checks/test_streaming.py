@@ -30,17 +30,17 @@ from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, 
 from pytest_triton_ready.faults.stream_traffic import run_streaming_fault
 from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, probe_agreement
 from pytest_triton_ready.load.streaming_answers import check_answers
-from pytest_triton_ready.load.streaming_curve import not_enough_valid, record_capacity, record_curve, sweep
+from pytest_triton_ready.load.streaming_curve import not_enough_valid, record_stream_capacity, record_stream_curve, sweep_streams
 from pytest_triton_ready.load.streaming_rules import streaming_slo
 from pytest_triton_ready.load.streaming_run import StreamingRun
 from pytest_triton_ready.load.streaming_soak import (
-    record_soak,
+    record_stream_soak,
     soak,
     stream_evidence_stands_in,
     stream_soak_identity,
     stream_soak_off,
 )
-from pytest_triton_ready.load.streaming_target import measure_at_target, record_at_target
+from pytest_triton_ready.load.streaming_target import measure_streams_at_target, record_at_target
 from pytest_triton_ready.models import initial_state_of, instance_count
 from pytest_triton_ready.policy import policy, require_allowed
 from pytest_triton_ready.soak.evidence import IDENTITY_LABEL
@@ -108,7 +108,7 @@ def test_streaming_slo_at_target_load(streaming, triton_settings, triton_facts, 
     models = streaming.models()
     reasons: list[str] = []
     for index, model in enumerate(models):
-        measured = measure_at_target(streaming, model, streaming_slo(triton_settings, model), len(models) - index)
+        measured = measure_streams_at_target(streaming, model, streaming_slo(triton_settings, model), len(models) - index)
         reasons += record_at_target(check, measured)
         triton_facts.publish(measured.fact())
     streaming.not_valid(reasons)
@@ -131,14 +131,14 @@ def test_streaming_tokens_and_ttft_curve(streaming, triton, triton_settings, tri
     reasons: list[str | None] = []
     for index, model in enumerate(models):
         budget_ms = streaming_slo(triton_settings, model)["ttft_p99_ms"].value
-        swept = sweep(streaming, model, budget_ms, len(models) - index)
+        swept = sweep_streams(streaming, model, budget_ms, len(models) - index)
         invalid = not_enough_valid(model, swept, streaming.n("success_rate_min"), int(streaming.n("streaming_min_requests")))
         if invalid:
             triton_facts.withdraw(StreamingCapacity, model)
             reasons.append(invalid)
             continue
-        verdict = record_curve(check, model, swept, budget_ms)
-        capacity, undecided = record_capacity(check, model, swept, verdict, budget_ms,
+        verdict = record_stream_curve(check, model, swept, budget_ms)
+        capacity, undecided = record_stream_capacity(check, model, swept, verdict, budget_ms,
                                               instance_count(triton.client.model_config(model)))
         reasons.append(undecided)
         triton_facts.publish(capacity)
@@ -165,7 +165,7 @@ def test_streaming_soak_every_request_finishes(streaming, check):
         if refused := stream_soak_off(check, settings, identity):
             check.incomplete(refused)
         return
-    unjudged = [u for u in (record_soak(check, soak(streaming, model, soak_s), soak_s) for model in models) if u]
+    unjudged = [u for u in (record_stream_soak(check, soak(streaming, model, soak_s), soak_s) for model in models) if u]
     if unjudged and not check.errors:
         if still := stream_evidence_stands_in(check, settings, identity, unjudged):
             check.incomplete("; ".join(still))

@@ -384,6 +384,6 @@ def _wait(condition: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
     return False
 
 
-def summarize(errors: dict[str, int]) -> dict[str, Any]:
+def errors_evidence(errors: dict[str, int]) -> dict[str, Any]:
     """Errors sorted by kind (for evidence): see load/errors.py."""
     return summarize_errors(errors).to_dict()

@@ -10,9 +10,8 @@ import pytest
 
 from .gate import Scope, ScopeItem
 from .plugin_state import PLAN_ONLY_KEY, RUN_KEY, check_identity
+from .report.model import RUN_ORDER
 from .run import Run
-
-RUN_ORDER = ("config", "monitoring", "performance", "operations", "security")
 
 
 @pytest.hookimpl(tryfirst=True)

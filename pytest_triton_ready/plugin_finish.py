@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from .gate import exit_code
-from .plugin_state import PHASE_OF_PREFIX, PLAN_ONLY_KEY, REPORT_ERROR_KEY, REPORT_FILES_KEY, REPORT_KEPT_KEY, RUN_KEY
-from .report.model import Result, Verdict
+from .plugin_state import PLAN_ONLY_KEY, REPORT_ERROR_KEY, REPORT_FILES_KEY, REPORT_KEPT_KEY, RUN_KEY
+from .report.model import Result, Verdict, phase_of
 from .run import Run, now_iso
 
 
@@ -86,7 +86,7 @@ def _record_unreached(run: Run, exitstatus: int) -> None:
     for item in run.scope.not_run(run.recorded()):
         if item.nodeid in run.scope.deselected:
             continue
-        phase = PHASE_OF_PREFIX.get(item.check_id.split("-")[0], "other")
+        phase = phase_of(item.check_id)
         run.results.append(Result(item.check_id, phase, item.name, item.nodeid, Verdict.INCOMPLETE, reason=why))
 
 

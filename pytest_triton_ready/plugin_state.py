@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from .recorder import CheckRecorder
+from .report.model import phase_of
 from .run import Run
 
 RUN_KEY = pytest.StashKey[Run]()
@@ -15,8 +16,6 @@ REPORT_ERROR_KEY = pytest.StashKey[str]()
 REPORT_KEPT_KEY = pytest.StashKey[str]()  # the report directory left as it was: the session ran no check
 PLAN_ONLY_KEY = pytest.StashKey[bool]()
 
-PHASE_OF_PREFIX = {"CFG": "config", "PERF": "performance", "MON": "monitoring", "OPS": "operations",
-                   "SEC": "security"}
 
 
 def check_identity(item: pytest.Item) -> tuple[str, str] | None:
@@ -27,4 +26,4 @@ def check_identity(item: pytest.Item) -> tuple[str, str] | None:
     check_id = marker.kwargs.get("id") or (marker.args[0] if marker.args else None)
     if not check_id:
         raise pytest.UsageError(f"{item.nodeid}: triton_check marker needs an id")
-    return check_id, marker.kwargs.get("phase") or PHASE_OF_PREFIX.get(check_id.split("-")[0], "other")
+    return check_id, marker.kwargs.get("phase") or phase_of(check_id)

@@ -23,7 +23,7 @@ import pytest
 import tritonclient.grpc  # noqa: F401  imported once, here (see tests/test_faults.py)
 import tritonclient.http  # noqa: F401
 
-from pytest_triton_ready.faults.declared import Command, run_command
+from pytest_triton_ready.faults.declared import Command, run_declared
 from pytest_triton_ready.policy import CeilingGuard, parse_allow, plan_block, policy
 from pytest_triton_ready.settings import SettingsError, build_settings
 
@@ -132,17 +132,17 @@ def test_ceiling_guard_refuses_load_above_the_ceiling_before_it_starts():
 
 
 def test_declared_command_failure_and_timeout_are_clear(tmp_path):
-    ok = run_command(Command(run="echo $TRITON_READY_MODEL; echo done"), "attach.fault_actions.sigterm.probe",
+    ok = run_declared(Command(run="echo $TRITON_READY_MODEL; echo done"), "attach.fault_actions.sigterm.probe",
                      {"TRITON_READY_MODEL": "scale"})
     assert ok.ok and ok.last_line() == "done" and "scale" in ok.stdout and ok.problem() is None
-    failed = run_command(Command(run="echo kubectl: no pods found >&2; exit 3"), "attach.fault_actions.server_crash.action")
+    failed = run_declared(Command(run="echo kubectl: no pods found >&2; exit 3"), "attach.fault_actions.server_crash.action")
     assert not failed.ok
     assert failed.problem().startswith("attach.fault_actions.server_crash.action (`echo kubectl: no pods found >&2; "
                                        "exit 3`) exited with code 3 after ")
     assert failed.problem().endswith(": kubectl: no pods found")
     marker = tmp_path / "child-alive"
     started = time.monotonic()
-    slow = run_command(Command(run=f"(sleep 3; touch {marker}) & sleep 30", timeout_s=0.5), "attach.x.action")
+    slow = run_declared(Command(run=f"(sleep 3; touch {marker}) & sleep 30", timeout_s=0.5), "attach.x.action")
     assert time.monotonic() - started < 5
     assert slow.timed_out and not slow.ok and "did not finish within its timeout of 0.5 s" in slow.problem()
     time.sleep(3.5)

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_triton_ready.fleet.balancing import record_capacity, record_spread
-from pytest_triton_ready.fleet.consistency import ReplicaView, compare, flatten, record_consistency
+from pytest_triton_ready.fleet.consistency import ReplicaView, flatten, record_consistency, replica_differences
 from pytest_triton_ready.fleet.death import DeathOutcome, analyse
-from pytest_triton_ready.fleet.discovery import resolve
+from pytest_triton_ready.fleet.discovery import resolve_fleet
 from pytest_triton_ready.fleet.spread import FleetCapacity, ReplicaCounters, spread
 from pytest_triton_ready.fleet.targets import DiscoveryError, FleetSection
 from pytest_triton_ready.fleet.under_test import (
@@ -36,7 +36,7 @@ def section(**data):
 
 
 def test_replicas_from_urls_and_mappings_get_every_endpoint():
-    fleet = resolve(section(replicas=["http://10.0.0.1:8000",
+    fleet = resolve_fleet(section(replicas=["http://10.0.0.1:8000",
                                       {"name": "b", "http_url": "http://10.0.0.2:9000", "grpc_url": "10.0.0.2:9001",
                                        "metrics_url": "http://10.0.0.2:9002/metrics", "weight": 3}]),
                     "http://lb:8000", "lb:8001")
@@ -47,19 +47,19 @@ def test_replicas_from_urls_and_mappings_get_every_endpoint():
 
 
 def test_no_replicas_is_no_fleet_and_two_sources_are_refused():
-    assert resolve(section(), "http://lb:8000", "lb:8001") is None
+    assert resolve_fleet(section(), "http://lb:8000", "lb:8001") is None
     with pytest.raises(ValueError, match="one way"):
         section(replicas=["http://a:8000"], replicas_command="echo x")
 
 
 def test_replicas_from_a_command_and_its_failures_in_one_line():
     command = f"{sys.executable} -c \"print('http://127.0.0.1:8000 http://127.0.0.1:9000')\""
-    fleet = resolve(section(replicas_command=command), "http://lb:8000", "lb:8001")
+    fleet = resolve_fleet(section(replicas_command=command), "http://lb:8000", "lb:8001")
     assert [r.port for r in fleet.replicas] == [8000, 9000]
     with pytest.raises(DiscoveryError, match="exited with code 3"):
-        resolve(section(replicas_command=f"{sys.executable} -c \"import sys; sys.exit(3)\""), "http://lb", "lb:1")
+        resolve_fleet(section(replicas_command=f"{sys.executable} -c \"import sys; sys.exit(3)\""), "http://lb", "lb:1")
     with pytest.raises(DiscoveryError, match="printed no replica URL"):
-        resolve(section(replicas_command="true"), "http://lb", "lb:1")
+        resolve_fleet(section(replicas_command="true"), "http://lb", "lb:1")
 
 
 def test_a_yaml_fleet_section_is_validated_with_file_and_line(tmp_path):
@@ -105,7 +105,7 @@ class FakeCoreV1:
 def test_kubernetes_discovery_reads_ready_addresses_of_the_service_endpoints():
     pytest.importorskip("kubernetes")
     api = FakeCoreV1(k8s_endpoints())
-    fleet = resolve(section(kubernetes={"namespace": "serving", "service": "triton"}), "http://lb:8000", "lb:8001",
+    fleet = resolve_fleet(section(kubernetes={"namespace": "serving", "service": "triton"}), "http://lb:8000", "lb:8001",
                     kubernetes_api=api)
     assert api.asked == [("serving", "triton")]
     assert [(r.name, r.http_url, r.grpc_url, r.metrics_url) for r in fleet.replicas] == [
@@ -121,9 +121,9 @@ def test_kubernetes_discovery_errors_are_one_line():
 
     kube = section(kubernetes={"namespace": "serving", "service": "triton"})
     with pytest.raises(DiscoveryError, match="cannot read Endpoints serving/triton: 404 Not Found"):
-        resolve(kube, "http://lb", "lb:1", kubernetes_api=FakeCoreV1(ApiException(status=404, reason="Not Found")))
+        resolve_fleet(kube, "http://lb", "lb:1", kubernetes_api=FakeCoreV1(ApiException(status=404, reason="Not Found")))
     with pytest.raises(DiscoveryError, match="no ready address"):
-        resolve(kube, "http://lb", "lb:1", kubernetes_api=FakeCoreV1(V1Endpoints(subsets=[])))
+        resolve_fleet(kube, "http://lb", "lb:1", kubernetes_api=FakeCoreV1(V1Endpoints(subsets=[])))
 
 
 def view(name, versions, config):
@@ -133,12 +133,12 @@ def view(name, versions, config):
 def test_consistency_names_the_replica_and_the_field():
     base = {"name": "m", "max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 100}}
     drifted = {**base, "dynamic_batching": {"max_queue_delay_microseconds": 500}}
-    found = compare([view("r1", ["1"], base), view("r2", ["1"], base), view("r3", ["2"], drifted)])
+    found = replica_differences([view("r1", ["1"], base), view("r2", ["1"], base), view("r3", ["2"], drifted)])
     messages = [d.message() for d in found]
     assert "replica r3 has m: READY versions = 2 where r1, r2 have 1" in messages[0]
     assert any("r3" in m and "dynamic_batching.max_queue_delay_microseconds = 500" in m for m in messages)
-    assert compare([view("r1", ["1"], base), view("r2", ["1"], dict(base))]) == []
-    tie = compare([view("r1", ["1"], base), view("r2", ["2"], base)])
+    assert replica_differences([view("r1", ["1"], base), view("r2", ["1"], dict(base))]) == []
+    tie = replica_differences([view("r1", ["1"], base), view("r2", ["2"], base)])
     assert tie[0].outliers == ("r1", "r2") and "differs between replicas" in tie[0].message()
 
 

@@ -293,7 +293,7 @@ def test_findings_from_a_models_traffic_name_the_version_served_and_the_server_v
 
 
 def test_faults_break_a_top_level_model_before_a_pipeline_step_and_watch_the_right_readiness():
-    from pytest_triton_ready.faults.crash_experiments import readiness_path
+    from pytest_triton_ready.faults.crash_experiments import ready_endpoint
     from pytest_triton_ready.faults.injector import FaultInjector
 
     configs = {"pipeline": _ensemble("preprocess", "classify"), "bls": {"backend": "python"},
@@ -307,6 +307,6 @@ def test_faults_break_a_top_level_model_before_a_pipeline_step_and_watch_the_rig
     injector.target, injector.plan = target, SimpleNamespace(model=None)
     assert injector.pipeline_steps() == {"preprocess": ["pipeline"], "classify": ["bls", "pipeline"]}
     assert injector.choose_model() == "bls"  # preprocess has more instances, but is a step of pipeline
-    assert readiness_path(SimpleNamespace(), "bls") == "/v2/health/ready"
+    assert ready_endpoint(SimpleNamespace(), "bls") == "/v2/health/ready"
     started_400 = SimpleNamespace(initial_state=InitialState(ready_status=400))
-    assert readiness_path(started_400, "bls") == "/v2/models/bls/ready"
+    assert ready_endpoint(started_400, "bls") == "/v2/models/bls/ready"

@@ -15,10 +15,10 @@ from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.curve import CapacitySearch, CurvePoint, capacity, undecided_within
 from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED, judge, relative_rule
 from pytest_triton_ready.load.profile import ModelProfile
-from pytest_triton_ready.load.streaming_confidence import slo_rules, success_rule
-from pytest_triton_ready.load.streaming_curve import SweptPoint, record_capacity, record_curve
+from pytest_triton_ready.load.streaming_confidence import stream_slo_rules, success_rule
+from pytest_triton_ready.load.streaming_curve import SweptPoint, record_stream_capacity, record_stream_curve
 from pytest_triton_ready.load.streaming_rules import StreamingPoint
-from pytest_triton_ready.load.streaming_rules import judge_curve as judge_streaming_curve
+from pytest_triton_ready.load.streaming_rules import judge_stream_curve as judge_streaming_curve
 from pytest_triton_ready.load.streaming_target import TargetMeasurement, record_at_target
 from pytest_triton_ready.load.sweep import Curve, SweepLimits, judge_curve
 
@@ -71,7 +71,7 @@ def test_a_streaming_point_without_an_interval_is_not_within_the_ttft_slo():
     verdict = judge_streaming_curve([bare], 1000.0)
     assert verdict.best_within is None and [(c, j.outcome) for c, j in verdict.too_close] == [(1, UNDECIDED)]
     check = _check()
-    capacity_fact, undecided = record_capacity(check, "m", [_swept(bare)], record_curve(check, "m", [_swept(bare)],
+    capacity_fact, undecided = record_stream_capacity(check, "m", [_swept(bare)], record_stream_curve(check, "m", [_swept(bare)],
                                                                                             1000.0), 1000.0, 1)
     assert undecided.startswith(f"m: {UNDECIDED}: no concurrency decided within the TTFT SLO; at 1 streams TTFT p99 50")
     assert capacity_fact.concurrency is None
@@ -81,9 +81,9 @@ def test_a_streaming_point_without_an_interval_is_not_within_the_ttft_slo():
 def test_the_streaming_capacity_rule_is_recorded_on_the_judgement_of_its_interval():
     point = StreamingPoint(1, 100.0, 50.0, ttft=Estimate("ttft p99", 50.0, Interval(45.0, 60.0, 0.95), 4))
     check = _check()
-    verdict = record_curve(check, "m", [_swept(point)], 1000.0)
+    verdict = record_stream_curve(check, "m", [_swept(point)], 1000.0)
     assert verdict.best_ttft.outcome == PASS
-    _, undecided = record_capacity(check, "m", [_swept(point)], verdict, 1000.0, 1)
+    _, undecided = record_stream_capacity(check, "m", [_swept(point)], verdict, 1000.0, 1)
     [judged] = [j for j in check.result.judgements if j.rule == "capacity-within-ttft-slo"]
     assert undecided is None and judged.passed
     assert "at 1 streams TTFT p99 50 ms, 95% interval [45, 60] ms, rule <= 1000 ms" in judged.measured
@@ -93,7 +93,7 @@ def test_the_streaming_capacity_rule_is_recorded_on_the_judgement_of_its_interva
 def _target(success: Estimate) -> TargetMeasurement:
     stats = recorded_stream(duration_s=20.0)  # 700 requests: TTFT and ITL p99 bounded
     slo = _slo(1000.0)
-    rules = [*slo_rules(slo), success_rule(0.999)]
+    rules = [*stream_slo_rules(slo), success_rule(0.999)]
     judged = {j.rule.name: j for j in LOOKS.judge(rules, stats)}
     judged["success rate"] = judge(success_rule(0.999), success)
     return TargetMeasurement("m", 8, slo, stats, LOOKS, judged, 6.0)

@@ -14,7 +14,7 @@ from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
 from pytest_triton_ready.settings import build_settings
 from pytest_triton_ready.soak import soak_limits
-from pytest_triton_ready.soak.evidence import EvidenceError, judge, judge_on_evidence, load_evidence, stand_in
+from pytest_triton_ready.soak.evidence import EvidenceError, evidence_problems, judge_on_evidence, load_evidence, stand_in
 from pytest_triton_ready.soak.identity import IDENTITY_FORMAT
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
@@ -43,7 +43,7 @@ def _report(tmp_path, *, verdict="pass", ran_s=900.0, finished="2026-11-30T12:00
 
 
 def _judge(path, current=IDENTITY, **kw):
-    return judge(load_evidence(path), current, max_age_h=kw.get("max_age_h", 168), leak_min_s=kw.get("leak_min_s", 600),
+    return evidence_problems(load_evidence(path), current, max_age_h=kw.get("max_age_h", 168), leak_min_s=kw.get("leak_min_s", 600),
                  now=NOW)
 
 
@@ -109,8 +109,8 @@ def test_a_closed_soak_journal_is_evidence_too(tmp_path):
     writer.end("completed", "2026-12-01T11:00:30+00:00")
     evidence = load_evidence(path)
     assert evidence.verdict == "pass" and evidence.leak_judged and evidence.identity == IDENTITY
-    assert judge(evidence, IDENTITY, max_age_h=168, leak_min_s=5, now=NOW) == []
-    assert judge(evidence, IDENTITY, max_age_h=168, leak_min_s=600, now=NOW) == [
+    assert evidence_problems(evidence, IDENTITY, max_age_h=168, leak_min_s=5, now=NOW) == []
+    assert evidence_problems(evidence, IDENTITY, max_age_h=168, leak_min_s=600, now=NOW) == [
         "it soaked 30 s, less than soak_leak_min_duration_s = 600 s"]
 
 
@@ -190,11 +190,11 @@ def test_the_stream_soak_takes_the_stream_soaks_record_and_its_shortest_run(tmp_
     evidence = load_evidence(_both_soaks(tmp_path), STREAM_SOAK)
     assert evidence.identity == STREAMS and evidence.ran_s == 620.0 and evidence.leak_judged
     assert load_evidence(_both_soaks(tmp_path)).identity == IDENTITY  # the unary soak's own record
-    assert judge(evidence, STREAMS, max_age_h=168, leak_min_s=600) == []
-    assert judge(evidence, STREAMS, max_age_h=168, leak_min_s=700) == [
+    assert evidence_problems(evidence, STREAMS, max_age_h=168, leak_min_s=600) == []
+    assert evidence_problems(evidence, STREAMS, max_age_h=168, leak_min_s=700) == [
         "it soaked 620 s, less than soak_leak_min_duration_s = 700 s"]
     harder = {**STREAMS, "soak_streams": {"generate": 16, "other": 8}}
-    assert judge(evidence, harder, max_age_h=168, leak_min_s=600) == [
+    assert evidence_problems(evidence, harder, max_age_h=168, leak_min_s=600) == [
         "model generate: soaked at 8 streams there, below this run's planned soak rate of 16 streams"]
     with pytest.raises(EvidenceError, match=r"holds no PERF-3 soak \(test_streaming_soak_every_request_finishes\)"):
         load_evidence(_report(tmp_path), STREAM_SOAK)

@@ -11,7 +11,7 @@ from test_streaming_confidence import _check, recorded_stream
 from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.decision import UNDECIDED
 from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, record_counter, record_histograms
-from pytest_triton_ready.load.streaming_curve import SweptPoint, not_enough_valid, record_capacity, record_curve
+from pytest_triton_ready.load.streaming_curve import SweptPoint, not_enough_valid, record_stream_capacity, record_stream_curve
 from pytest_triton_ready.load.streaming_rules import StreamingPoint
 from pytest_triton_ready.load.streaming_run import StreamingRun
 from pytest_triton_ready.load.streaming_soak import StreamSoak, record_memory
@@ -53,8 +53,8 @@ def test_a_curve_with_too_few_valid_points_is_not_judged():
 def test_the_capacity_is_the_best_point_within_the_ttft_slo_and_a_lower_bound_while_still_rising():
     swept = [_swept(1, 100, 50), _swept(2, 180, 60), _swept(4, 300, 70)]
     check = _check()
-    verdict = record_curve(check, "m", swept, 1000.0)
-    capacity, undecided = record_capacity(check, "m", swept, verdict, 1000.0, instances=1)
+    verdict = record_stream_curve(check, "m", swept, 1000.0)
+    capacity, undecided = record_stream_capacity(check, "m", swept, verdict, 1000.0, instances=1)
     assert undecided is None and capacity.concurrency == 4 and capacity.max_output_tokens_per_s_within_slo == 300
     assert capacity.lower_bound  # the sweep's last point, still rising by more than curve_min_gain
     assert capacity.max_requests_per_s_within_slo == pytest.approx(round(swept[-1].stats.requests_per_s, 3))
@@ -64,7 +64,7 @@ def test_the_capacity_is_the_best_point_within_the_ttft_slo_and_a_lower_bound_wh
 def test_no_point_within_the_ttft_slo_fails_and_names_the_first_point():
     swept = [_swept(1, 100, 1500), _swept(2, 180, 1600)]
     check = _check()
-    capacity, undecided = record_capacity(check, "m", swept, record_curve(check, "m", swept, 1000.0), 1000.0, 1)
+    capacity, undecided = record_stream_capacity(check, "m", swept, record_stream_curve(check, "m", swept, 1000.0), 1000.0, 1)
     assert undecided is None and capacity.concurrency is None and capacity.max_output_tokens_per_s_within_slo == 0
     assert [f.message for f in check.errors] == ["m: no valid concurrency keeps TTFT p99 within 1000 ms "
                                                  "(at 1 stream it is 1500 ms)"]
@@ -75,8 +75,8 @@ def test_no_point_decided_within_the_slo_while_one_is_too_close_to_call_is_undec
     point = StreamingPoint.measured(1, noisy, success_min=0.999, min_requests=10, level=0.95, window_s=1.0)
     swept = [SweptPoint(point, noisy, None)]
     check = _check()
-    verdict = record_curve(check, "m", swept, noisy.ttft_ms["p99"])
-    _, undecided = record_capacity(check, "m", swept, verdict, noisy.ttft_ms["p99"], 1)
+    verdict = record_stream_curve(check, "m", swept, noisy.ttft_ms["p99"])
+    _, undecided = record_stream_capacity(check, "m", swept, verdict, noisy.ttft_ms["p99"], 1)
     assert undecided.startswith(f"m: {UNDECIDED}: no concurrency decided within the TTFT SLO; at 1 streams TTFT p99 ")
     assert not check.errors
 

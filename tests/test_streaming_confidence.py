@@ -17,11 +17,11 @@ from pytest_triton_ready.load.stats import LatencyHistogram
 from pytest_triton_ready.load.streaming_confidence import (
     MIN_WINDOWS,
     measurement_windows,
-    slo_rules,
+    stream_slo_rules,
     streaming_estimate,
     ttft_rule,
 )
-from pytest_triton_ready.load.streaming_rules import StreamingPoint, judge_curve
+from pytest_triton_ready.load.streaming_rules import StreamingPoint, judge_stream_curve
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
 from pytest_triton_ready.recorder import CheckRecorder
 from pytest_triton_ready.report.model import Result
@@ -77,7 +77,7 @@ def test_the_requests_are_cut_into_windows_by_their_end_and_nothing_is_lost():
 def test_a_streaming_threshold_inside_the_noise_is_too_close_to_call_with_its_interval():
     stats = recorded_stream(stall_every=7, duration_s=20.0)
     p99 = stats.ttft_ms["p99"]
-    (ttft, _itl) = [judge(rule, streaming_estimate(rule.statistic, stats, 0.95, 2.0)) for rule in slo_rules(_slo(p99))]
+    (ttft, _itl) = [judge(rule, streaming_estimate(rule.statistic, stats, 0.95, 2.0)) for rule in stream_slo_rules(_slo(p99))]
     assert ttft.outcome == UNDECIDED
     assert ttft.estimate.interval.low < p99 < ttft.estimate.interval.high
     check = _check()
@@ -91,12 +91,12 @@ def test_a_streaming_threshold_inside_the_noise_is_too_close_to_call_with_its_in
 def test_a_clear_streaming_pass_and_a_clear_fail_decide():
     stats = recorded_stream(stall_every=7, duration_s=20.0)  # 700 requests: enough for a bounded p99 interval
     passing = {r.name: judge(r, streaming_estimate(r.statistic, stats, 0.95, 2.0))
-               for r in slo_rules(_slo(1000.0, 200.0, tokens_per_s=100.0))}
+               for r in stream_slo_rules(_slo(1000.0, 200.0, tokens_per_s=100.0))}
     assert {name: j.outcome for name, j in passing.items()} == {"TTFT p99": PASS, "ITL p99": PASS,
                                                                "output tokens/s": PASS}
     assert passing["TTFT p99"].margin > 790
     failing = {r.name: judge(r, streaming_estimate(r.statistic, stats, 0.95, 2.0))
-               for r in slo_rules(_slo(40.0, 2.0, tokens_per_s=1e6))}
+               for r in stream_slo_rules(_slo(40.0, 2.0, tokens_per_s=1e6))}
     assert {name: j.outcome for name, j in failing.items()} == {"TTFT p99": FAIL, "ITL p99": FAIL,
                                                                "output tokens/s": FAIL}
     check = _check()
@@ -125,11 +125,11 @@ def _point(concurrency, stats):
 def test_a_streaming_curve_counts_a_point_within_the_ttft_slo_only_when_its_interval_is():
     noisy = recorded_stream(users=2, duration_s=60.0, stall_every=7)
     budget = noisy.ttft_ms["p99"]
-    verdict = judge_curve([_point(1, noisy)], budget)
+    verdict = judge_stream_curve([_point(1, noisy)], budget)
     assert verdict.best_within is None  # the value meets the budget, its interval does not
     ((concurrency, judged),) = verdict.too_close
     assert concurrency == 1 and judged.outcome == UNDECIDED and "95% interval [" in judged.describe()
-    assert judge_curve([_point(1, noisy)], budget * 10).best_within.concurrency == 1
+    assert judge_stream_curve([_point(1, noisy)], budget * 10).best_within.concurrency == 1
 
 
 def test_a_streaming_curve_fall_inside_the_noise_is_not_a_collapse_but_a_clear_one_is():
@@ -139,12 +139,12 @@ def test_a_streaming_curve_fall_inside_the_noise_is_not_a_collapse_but_a_clear_o
     top = recorded_stream(users=8, duration_s=3.0, jitter=0.1, seed=8, itl_ms=1.0)  # the knee, far above
     first, fell_a_little = _point(1, before), _point(2, slightly)
     assert fell_a_little.tokens_per_s < first.tokens_per_s * 0.9  # the values fell by more than 10%
-    verdict = judge_curve([first, fell_a_little, _point(4, top)], 1000.0)
+    verdict = judge_stream_curve([first, fell_a_little, _point(4, top)], 1000.0)
     assert verdict.drops == []
     ((c_from, c_to, judged),) = verdict.unsure_drops
     assert (c_from, c_to, judged.outcome) == (1, 2, UNDECIDED)
     quiet = _point(1, recorded_stream(users=2, duration_s=3.0, jitter=0.1, seed=5))
-    verdict = judge_curve([quiet, _point(2, collapsed), _point(4, top)], 1000.0)
+    verdict = judge_stream_curve([quiet, _point(2, collapsed), _point(4, top)], 1000.0)
     assert [(a, b) for a, b, _, _ in verdict.drops] == [(1, 2)] and not verdict.unsure_drops
 
 

@@ -20,7 +20,7 @@ from pytest_triton_ready.load.streaming_rules import (
     StreamingPoint,
     bucket_delta,
     histogram_quantile,
-    judge_curve,
+    judge_stream_curve,
     readiness_gates,
     streaming_slo,
 )
@@ -123,11 +123,11 @@ def _measured(concurrency, tokens_per_s, ttft_ms):
 def test_curve_knee_best_within_and_collapse():
     points = [_measured(1, 150, 20), _measured(2, 300, 22), _measured(4, 200, 30), _measured(8, 620, 40),
               _measured(16, 640, 400)]
-    verdict = judge_curve(points, ttft_budget_ms=100)
+    verdict = judge_stream_curve(points, ttft_budget_ms=100)
     assert verdict.knee == 8 and verdict.best_within.concurrency == 8
     assert verdict.best_ttft.outcome == PASS and verdict.best_ttft.value == 40
     assert verdict.drops == [(2, 4, 300, 200)]
-    assert judge_curve([_measured(1, 10, 500)], 100).best_within is None
+    assert judge_stream_curve([_measured(1, 10, 500)], 100).best_within is None
 
 
 def test_histogram_quantile():
@@ -447,11 +447,11 @@ def test_streaming_capacity_comes_only_from_points_with_enough_successful_unstuc
     assert "success rate 80.00% < 99.90%" in points[2].problem and "1 stuck requests" in points[3].problem
     assert "6 requests completed < minimum 10" in points[4].problem
     points = [replace(p, ttft=_measured(p.concurrency, p.tokens_per_s, p.ttft_p99_ms).ttft) for p in points]
-    verdict = judge_curve(points, ttft_budget_ms=100)
+    verdict = judge_stream_curve(points, ttft_budget_ms=100)
     assert verdict.best_within.concurrency == 2 and verdict.best_within.tokens_per_s == 300
     assert not enough_valid(points)  # 2 of 5 valid: no capacity is published
     assert enough_valid(points[:3]) and not enough_valid([points[0]] + points[2:4])
-    assert judge_curve(points[2:], ttft_budget_ms=100) == judge_curve([], ttft_budget_ms=100)
+    assert judge_stream_curve(points[2:], ttft_budget_ms=100) == judge_stream_curve([], ttft_budget_ms=100)
 
 
 def test_streaming_mon1_judges_the_request_counter_and_names_a_missing_series():

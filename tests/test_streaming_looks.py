@@ -14,7 +14,7 @@ from test_streaming_confidence import _check, _slo, recorded_stream
 from pytest_triton_ready import budget
 from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED
 from pytest_triton_ready.load.streaming import StreamingLoad
-from pytest_triton_ready.load.streaming_confidence import slo_rules, streaming_estimate, success_rule, ttft_rule
+from pytest_triton_ready.load.streaming_confidence import stream_slo_rules, streaming_estimate, success_rule, ttft_rule
 from pytest_triton_ready.load.streaming_looks import StreamingLooks
 from pytest_triton_ready.load.streaming_requests import StreamingPlan
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
@@ -51,7 +51,7 @@ def test_the_schedule_comes_from_the_thresholds_and_the_run_budget_caps_its_long
 
 def test_a_clear_pass_stops_at_the_first_look():
     stats = recorded_stream(duration_s=20.0)  # TTFT about 80 ms, ITL about 5 ms; 700 requests
-    rules = [*slo_rules(_slo(1000.0)), success_rule(0.999)]
+    rules = [*stream_slo_rules(_slo(1000.0)), success_rule(0.999)]
     assert LOOKS.decided(rules, stats)
     judged = {j.rule.name: j for j in LOOKS.judge(rules, stats)}
     assert {name: j.outcome for name, j in judged.items()} == {
@@ -114,7 +114,7 @@ def test_a_stuck_request_counts_as_a_failure_in_the_success_rate():
 def test_undecided_at_its_longest_the_check_says_too_close_to_call_with_the_interval():
     stats = recorded_stream(stall_every=7, duration_s=20.0)
     slo = _slo(stats.ttft_ms["p99"])
-    rules = [*slo_rules(slo), success_rule(0.999)]
+    rules = [*stream_slo_rules(slo), success_rule(0.999)]
     measured = TargetMeasurement("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, None)
     check = _check()
     reasons = record_at_target(check, measured)
@@ -126,7 +126,7 @@ def test_undecided_at_its_longest_the_check_says_too_close_to_call_with_the_inte
 def test_a_decided_measurement_records_where_it_stopped_and_leaves_no_reason():
     stats = recorded_stream(duration_s=20.0)
     slo = _slo(1000.0)
-    rules = [*slo_rules(slo), success_rule(0.999)]
+    rules = [*stream_slo_rules(slo), success_rule(0.999)]
     measured = TargetMeasurement("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, 6.0)
     check = _check()
     assert record_at_target(check, measured) == []
@@ -141,7 +141,7 @@ def test_a_stream_of_one_response_is_judged_on_ttft_and_success_and_its_itl_is_n
     stats = recorded_stream(tokens=1)
     assert stats.single_response and stats.itl_ms["p99"] is None and not recorded_stream().single_response
     slo = _slo(1000.0, tokens_per_s=10.0)
-    rules = [*slo_rules(slo), success_rule(0.999)]
+    rules = [*stream_slo_rules(slo), success_rule(0.999)]
     measured = TargetMeasurement("m", 8, slo, stats, LOOKS, {j.rule.name: j for j in LOOKS.judge(rules, stats)}, 6.0)
     check = _check()
     assert record_at_target(check, measured) == [] and not check.errors
@@ -183,13 +183,13 @@ def test_the_engine_runs_to_its_longest_while_undecided_and_does_not_ask_at_the_
 
 
 def test_the_streaming_curve_charts_draw_each_points_interval():
-    from pytest_triton_ready.load.streaming_curve import concurrencies, curve_charts
+    from pytest_triton_ready.load.streaming_curve import concurrencies, stream_curve_charts
     from pytest_triton_ready.load.streaming_rules import StreamingPoint
 
     assert concurrencies(16) == [1, 2, 4, 8, 16] and concurrencies(1) == [1]
     points = [StreamingPoint.measured(c, recorded_stream(users=c, seed=c, duration_s=600.0 / c), success_min=0.999,
                                   min_requests=10, level=LOOKS.level, window_s=2.0, shown_level=0.95) for c in (1, 2, 4)]
-    charts = curve_charts(points, 1000.0)
+    charts = stream_curve_charts(points, 1000.0)
     assert list(charts["tokens"]) == ["tokens/s", "tokens/s 95% interval low", "tokens/s 95% interval high"]
     assert list(charts["ttft"]) == ["TTFT p99", "TTFT p99 95% interval low", "TTFT p99 95% interval high", "SLO"]
     ttft = charts["ttft"]
@@ -201,10 +201,10 @@ def test_the_streaming_curve_charts_draw_each_points_interval():
 
 
 def test_a_point_without_an_interval_is_drawn_without_one():
-    from pytest_triton_ready.load.streaming_curve import curve_charts
+    from pytest_triton_ready.load.streaming_curve import stream_curve_charts
     from pytest_triton_ready.load.streaming_rules import StreamingPoint
 
-    charts = curve_charts([StreamingPoint(1, 100.0, 50.0)], 1000.0)
+    charts = stream_curve_charts([StreamingPoint(1, 100.0, 50.0)], 1000.0)
     assert list(charts["tokens"]) == ["tokens/s"] and list(charts["ttft"]) == ["TTFT p99", "SLO"]
 
 

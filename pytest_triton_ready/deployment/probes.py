@@ -60,7 +60,7 @@ def blind_to_dead_stubs(path: str | None, measured: Measured) -> str:
             f"{', '.join(measured.python_models)}, only real inferences can (PERF-4's dead-instance experiment)")
 
 
-def readiness_path(container: TritonContainer, measured: Measured) -> ContainerJudgement:
+def readiness_probe(container: TritonContainer, measured: Measured) -> ContainerJudgement:
     """Readiness asks /v2/health/ready (or /v2/models/M/ready): traffic goes only to a server
     whose models are ready. Its detection time (periodSeconds x failureThreshold) is stated, and
     where this server's release keeps the endpoint at 200 with a dead python stub, that too."""
@@ -124,5 +124,5 @@ def startup_budget(container: TritonContainer, measured: Measured,
 
 def judge_probes(container: TritonContainer, measured: Measured,
                  limits: Mapping[str, ThresholdValue]) -> list[ContainerJudgement]:
-    return [liveness_path(container), readiness_path(container, measured),
+    return [liveness_path(container), readiness_probe(container, measured),
             startup_budget(container, measured, limits)]

@@ -146,7 +146,7 @@ class ServerRestart(InjectorExperiment):
         down = wait_until(lambda: http_status(f"{http}/v2/health/live", 0.5) is None, self.down_wait_s, 0.02)
         outcome.down_s = None if down is None else time.monotonic() - killed
         outcome.left_behind = still_running(self.before) if self.before else None
-        ready_path = readiness_path(injector.target, self.model)
+        ready_path = ready_endpoint(injector.target, self.model)
         watcher = Watcher({"live": lambda: http_status(f"{http}/v2/health/live", 1.0) == 200,
                            "ready": lambda: http_status(f"{http}{ready_path}", 1.0) == 200,
                            "first correct inference": self._correct_inference}, on_first=traffic.event)
@@ -227,7 +227,7 @@ class GracefulShutdown(InjectorExperiment):
         injector, outcome = self.injector, self.outcome
         outcome.in_flight_at_sigterm = traffic.in_flight  # first: the request in flight may end any moment
         http = injector.target.endpoints.http_url
-        ready_path = readiness_path(injector.target, self.model)
+        ready_path = ready_endpoint(injector.target, self.model)
         watcher = Watcher({"readiness dropped": lambda: http_status(f"{http}{ready_path}", 1.0) != 200,
                            "exited": self.exited}, on_first=traffic.event)
         self.note_fault(traffic, "SIGTERM")
@@ -292,7 +292,7 @@ def catching(function: Callable[[], Any], errors: list[BaseException]) -> Callab
 
 
 
-def readiness_path(target: Any, model: str) -> str:
+def ready_endpoint(target: Any, model: str) -> str:
     """The endpoint whose 200 means "ready" for a restart or shutdown watch: /v2/health/ready, or,
     where it was not 200 when the run started (a model that failed to load keeps strict
     readiness at 400), the experiment's model's own ready endpoint."""

@@ -36,7 +36,7 @@ from ..commands import CommandResult
 from ..commands import run_command as run
 from ..yamlschema import Section, setting
 
-__all__ = ["Command", "CommandResult", "DeclaredFault", "run_command"]
+__all__ = ["Command", "CommandResult", "DeclaredFault", "run_declared"]
 
 FAULT_KINDS = {
     "server_crash": "crash + restart (test_server_crash_restart_answers_correctly)",
@@ -76,7 +76,7 @@ FAULT_ACTIONS_HELP = ("how to cause PERF-4's faults in this deployment, by kind:
                       "removes it). See docs/faults.md")
 
 
-def run_command(command: Command, what: str, env: dict[str, str] | None = None) -> CommandResult:
+def run_declared(command: Command, what: str, env: dict[str, str] | None = None) -> CommandResult:
     """Run the declared `command` through the one command runner (`pytest_triton_ready.commands`):
     its own process group, ended at its timeout, output kept; `env` and the command's own `env`
     added to the environment."""

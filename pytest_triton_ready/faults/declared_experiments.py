@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from ..client import http_status
 from ..models import initial_state_of
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
-from .declared import CommandResult, DeclaredFault, run_command
+from .declared import CommandResult, DeclaredFault, run_declared
 from .injector_experiment import InjectorExperiment
 from .probes import wait_until
 from .reload_experiments import VersionRolloutExperiment
@@ -53,7 +53,7 @@ class _Declared:
         command = getattr(self.declared, step)
         if command is None:
             return None
-        result = run_command(command, f"attach.fault_actions.{self.kind}.{step}", self.environment())
+        result = run_declared(command, f"attach.fault_actions.{self.kind}.{step}", self.environment())
         self.outcome.commands.append(result)
         return result
 

@@ -112,7 +112,7 @@ def _difference(model: str | None, path: str, values: dict[str, str]) -> Differe
     return Difference(model, path, values, outliers)
 
 
-def compare(views: list[ReplicaView]) -> list[Difference]:
+def replica_differences(views: list[ReplicaView]) -> list[Difference]:
     """Every field that differs between the replicas that could be read."""
     readable = [v for v in views if v.error is None]
     if len(readable) < 2:
@@ -149,7 +149,7 @@ def record_consistency(check: CheckRecorder, views: list[ReplicaView]) -> None:
             check.measure("models served", len([m for m, v in view.versions.items() if v]), "models", model=view.replica)
     if len([v for v in views if not v.error]) < 2:
         check.incomplete("fewer than two replicas could be read; nothing to compare")
-    differences = compare(views)
+    differences = replica_differences(views)
     check.measure("fields that differ between replicas", len(differences), "fields", threshold=0)
     for difference in differences:
         check.finding(difference.message(), model=", ".join(difference.outliers), rule="CFG-5",

@@ -1,4 +1,4 @@
-"""Where the fleet's replicas come from (`resolve`): the YAML list, a command, or a Kubernetes
+"""Where the fleet's replicas come from (`resolve_fleet`): the YAML list, a command, or a Kubernetes
 Service. Replicas from a Kubernetes Service: the ready addresses of its Endpoints, read through the
 official `kubernetes` client (`pip install 'pytest-triton-ready[kubernetes]'`).
 
@@ -81,7 +81,7 @@ def kubernetes_replicas(discovery: KubernetesDiscovery, section: FleetSection, a
     return replicas
 
 
-def resolve(section: FleetSection, entry_http_url: str, entry_grpc_url: str,
+def resolve_fleet(section: FleetSection, entry_http_url: str, entry_grpc_url: str,
             kubernetes_api: Any = None) -> Fleet | None:
     """The fleet the section describes, or None when it names no replicas at all."""
     if section.replicas:

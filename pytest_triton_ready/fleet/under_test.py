@@ -10,7 +10,7 @@ from ..client import TritonClient
 from ..load.server_side import several_servers
 from ..models import is_decoupled, ready_models, ready_names
 from ..recorder import CheckRecorder
-from .discovery import resolve
+from .discovery import resolve_fleet
 from .spread import ReplicaCounters, read_counters
 from .targets import DiscoveryError, Fleet, Replica
 
@@ -112,7 +112,7 @@ def fleet_of(target: Any, settings: Any) -> FleetOrReason:
     """The fleet under test; a DiscoveryError when its replicas could not be found; None when the
     settings name no replicas and the URL shows one server; an UndeclaredFleet when it shows several."""
     try:
-        resolved = resolve(settings.section_model("fleet"), target.endpoints.http_url, target.endpoints.grpc_url)
+        resolved = resolve_fleet(settings.section_model("fleet"), target.endpoints.http_url, target.endpoints.grpc_url)
     except DiscoveryError as exc:
         return exc
     if resolved is None:

@@ -275,11 +275,17 @@ def local_stubs(server_pid: int, model: str | None = None) -> list[StubProcess]:
     return sorted(stubs, key=lambda s: s.instance)
 
 
+def tree_processes(pid: int) -> list[psutil.Process]:
+    """The one process-tree reader: the process `pid` and every live descendant (the python
+    backend stubs), as psutil processes; psutil.NoSuchProcess when `pid` itself is gone."""
+    root = psutil.Process(pid)
+    return [root, *(child for child in root.children(recursive=True) if _alive(child))]
+
+
 def process_tree(pid: int) -> list[int]:
-    """`pid` and every live descendant."""
+    """The pids of `pid` and every live descendant (empty when `pid` is gone)."""
     try:
-        root = psutil.Process(pid)
-        return [pid] + [c.pid for c in root.children(recursive=True) if _alive(c)]
+        return [process.pid for process in tree_processes(pid)]
     except psutil.Error:
         return []
 

@@ -32,7 +32,7 @@ def _step_config(context: LintContext, name: str) -> tuple[bool, Any]:
 @rule("ensemble-steps", "error",
       "an ensemble step calls a model that is not in the repository, or maps a tensor its model or the "
       "ensemble does not have, with a different datatype, or a smaller max_batch_size than the ensemble's.")
-def ensemble_steps(source: ModelSource, context: LintContext) -> Iterator[Violation]:
+def ensemble_step_rule(source: ModelSource, context: LintContext) -> Iterator[Violation]:
     config = source.config
     if config.platform != "ensemble" and not config.HasField("ensemble_scheduling"):
         return

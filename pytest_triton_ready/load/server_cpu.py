@@ -9,12 +9,13 @@ from typing import Any
 
 import psutil
 
+from ..launchers.process import tree_processes
+
 
 def _tree_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process and its live descendants (the python backend stubs)."""
-    root = psutil.Process(pid)
     total = 0.0
-    for process in [root, *root.children(recursive=True)]:
+    for process in tree_processes(pid):
         try:
             times = process.cpu_times()
         except (psutil.NoSuchProcess, psutil.AccessDenied):

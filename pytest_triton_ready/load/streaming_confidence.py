@@ -138,7 +138,7 @@ def success_rule(success_min: float) -> Rule:
                 failure_only=True)
 
 
-def slo_rules(slo: dict[str, Any]) -> list[Rule]:
+def stream_slo_rules(slo: dict[str, Any]) -> list[Rule]:
     """PERF-1's rules from a model's streaming SLO (streaming_rules.streaming_slo): TTFT p99 and
     ITL p99 within their budgets, output tokens/s at least the minimum where one is set."""
     rules = [ttft_rule(slo["ttft_p99_ms"].value), Rule("ITL p99", "itl p99", "<=", float(slo["itl_p99_ms"].value), "ms")]

@@ -2,7 +2,7 @@
 `streaming_curve_max_concurrency`. Each point is measured until its question is decided (TTFT p99
 within the SLO or not, and its success rate: load/streaming_looks.py), each at its share of the
 curve's error budget (StreamingLooks.shares: the sweep's points), then the curve is judged
-(load/streaming_rules.judge_curve) and recorded with each point's interval in its charts."""
+(load/streaming_rules.judge_stream_curve) and recorded with each point's interval in its charts."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..faults.stream_judges import report_stuck
 from .confidence import Estimate, finite
 from .decision import PASS, UNDECIDED
 from .streaming_confidence import success_rule, ttft_rule
-from .streaming_rules import CurveVerdict, StreamingPoint, capacity_is_lower_bound, enough_valid, judge_curve
+from .streaming_rules import CurveVerdict, StreamingPoint, capacity_is_lower_bound, enough_valid, judge_stream_curve
 from .streaming_stats import StreamStats
 
 
@@ -42,7 +42,7 @@ def concurrencies(top: int) -> list[int]:
     return found
 
 
-def sweep(streaming: Any, model: str, ttft_budget_ms: float, models_left: int = 1) -> list[SweptPoint]:
+def sweep_streams(streaming: Any, model: str, ttft_budget_ms: float, models_left: int = 1) -> list[SweptPoint]:
     """Measure every concurrency of the sweep for `model`, each recorded on the check as it comes."""
     check, plan = streaming.check, streaming.plan(model)
     point_s = streaming.n("streaming_curve_point_s")
@@ -93,7 +93,7 @@ def interval_series(name: str, points: Sequence[StreamingPoint], estimate_of: An
                                               if finite(e.interval.high) is not None]}
 
 
-def curve_charts(points: Sequence[StreamingPoint], ttft_budget_ms: float) -> dict[str, dict[str, list]]:
+def stream_curve_charts(points: Sequence[StreamingPoint], ttft_budget_ms: float) -> dict[str, dict[str, list]]:
     """The tokens/s and TTFT p99 charts' series, each point with its interval."""
     def tokens(p: StreamingPoint) -> Estimate | None:
         return p.tokens
@@ -110,12 +110,12 @@ def curve_charts(points: Sequence[StreamingPoint], ttft_budget_ms: float) -> dic
     }
 
 
-def record_curve(check: Any, model: str, swept: Sequence[SweptPoint], ttft_budget_ms: float) -> CurveVerdict:
+def record_stream_curve(check: Any, model: str, swept: Sequence[SweptPoint], ttft_budget_ms: float) -> CurveVerdict:
     """Judge the curve and record its charts, knee, margins and falls; returns the verdict."""
     points = [s.point for s in swept]
-    verdict = judge_curve(points, ttft_budget_ms, check.threshold("curve_knee_fraction").value,
+    verdict = judge_stream_curve(points, ttft_budget_ms, check.threshold("curve_knee_fraction").value,
                           check.threshold("curve_drop_tolerance").value)
-    charts = curve_charts(points, ttft_budget_ms)
+    charts = stream_curve_charts(points, ttft_budget_ms)
     check.chart(f"{model}: output tokens/s against concurrency", "concurrency (streams)", "output tokens/s",
                 charts["tokens"])
     check.chart(f"{model}: TTFT p99 against concurrency", "concurrency (streams)", "TTFT p99 (ms)", charts["ttft"])
@@ -133,7 +133,7 @@ def record_curve(check: Any, model: str, swept: Sequence[SweptPoint], ttft_budge
     return verdict
 
 
-def record_capacity(check: Any, model: str, swept: Sequence[SweptPoint], verdict: CurveVerdict,
+def record_stream_capacity(check: Any, model: str, swept: Sequence[SweptPoint], verdict: CurveVerdict,
                     ttft_budget_ms: float, instances: int) -> tuple[StreamingCapacity, str | None]:
     """Record the best point within the TTFT SLO; returns the capacity fact and why the check
     cannot decide (no point decided within the SLO while one is too close to call), or None."""

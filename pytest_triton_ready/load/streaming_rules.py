@@ -126,7 +126,7 @@ class CurveVerdict:
         return [(c, j) for c, j in self.ttft if j.outcome == UNDECIDED]
 
 
-def judge_curve(points: Sequence[StreamingPoint], ttft_budget_ms: float, knee_fraction: float = 0.9,
+def judge_stream_curve(points: Sequence[StreamingPoint], ttft_budget_ms: float, knee_fraction: float = 0.9,
                 drop_tolerance: float = 0.1) -> CurveVerdict:
     """The knee (first point with `knee_fraction` of the top tokens/s), the best tokens/s whose
     TTFT p99 is within the budget, and every fall of tokens/s by more than `drop_tolerance`

@@ -30,10 +30,11 @@ def server_rss(triton: Any) -> float | None:
     pid = getattr(triton.launcher, "pid", None) if triton.owns_process else None
     if not pid:
         return None
-    from ..soak.sampler import process_tree, rss_of
+    from ..launchers.process import tree_processes
+    from ..soak.sampler import rss_of
 
     try:
-        return rss_of(process_tree(pid))
+        return rss_of(tree_processes(pid))
     except Exception:  # noqa: BLE001 - the server went away; the soak says so elsewhere
         return None
 
@@ -98,7 +99,7 @@ def soak(streaming: Any, model: str, soak_s: float) -> StreamSoak:
     return StreamSoak(model, source, load.wait().stats, memory, tokens, ran_s)
 
 
-def record_soak(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
+def record_stream_soak(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
     """Record the soak on `check`; returns why its leak rule was not judged (None: it was)."""
     model, stats = soaked.model, soaked.stats
     check.setting("soak duration", round(soak_s, 1), "s", model=model, source="streaming_soak_s")

@@ -15,7 +15,7 @@ from ..facts import StreamingTargetLoad
 from ..faults.stream_judges import report_stuck
 from .decision import FAIL, Judgement
 from .judged import record_judgement
-from .streaming_confidence import slo_rules, success_rule
+from .streaming_confidence import stream_slo_rules, success_rule
 from .streaming_looks import StreamingLooks
 from .streaming_stats import StreamStats
 
@@ -51,13 +51,13 @@ class TargetMeasurement:
                 "streaming_duration_s measures more)")
 
 
-def measure_at_target(streaming: Any, model: str, slo: dict[str, Any], parts: int = 1) -> TargetMeasurement:
+def measure_streams_at_target(streaming: Any, model: str, slo: dict[str, Any], parts: int = 1) -> TargetMeasurement:
     """`streaming` (load/streaming_run.StreamingRun) measures `model` at `streaming_concurrency`
     streams after a warm-up (`load_warmup_s`, `load_rewarmup_s`) until its rules are decided;
     `parts`: models still to measure."""
     concurrency = int(streaming.n("streaming_concurrency"))
     looks = streaming.looks(streaming.n("streaming_duration_s"), parts)
-    rules = [*slo_rules(slo), success_rule(streaming.n("success_rate_min"))]
+    rules = [*stream_slo_rules(slo), success_rule(streaming.n("success_rate_min"))]
     result = streaming.measure(streaming.plan(model), rules, looks, concurrency=concurrency,
                                warmup_s=streaming.warmup_s(model))
     judged = {j.rule.name: j for j in looks.judge(rules, result.stats)}

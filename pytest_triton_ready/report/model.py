@@ -9,7 +9,19 @@ from typing import Any
 
 SCHEMA_VERSION = "1.3"
 
-PHASES = ("config", "performance", "monitoring", "operations", "security")
+# The one phase list: (phase, check-id prefix), in the report's order.
+PHASE_PREFIXES = (("config", "CFG"), ("performance", "PERF"), ("monitoring", "MON"), ("operations", "OPS"),
+                  ("security", "SEC"))
+PHASES = tuple(phase for phase, _ in PHASE_PREFIXES)
+# The order the phases run in: monitoring reads live values before the performance phase loads the
+# server to saturation.
+RUN_ORDER = ("config", "monitoring", "performance", "operations", "security")
+
+
+def phase_of(check_id: str) -> str:
+    """The phase of a check id by its prefix (PERF-2 -> performance); "other" for an unknown prefix."""
+    prefix = check_id.split("-")[0]
+    return next((phase for phase, known in PHASE_PREFIXES if known == prefix), "other")
 
 
 class Verdict(str, enum.Enum):

@@ -90,7 +90,7 @@ def register_source(source: ReportSource) -> None:
     SOURCES.insert(0, source)
 
 
-def resolve(path: Path) -> Path:
+def report_file(path: Path) -> Path:
     """A file as given, or the readiness.json inside a report directory."""
     if path.is_dir():
         inside = path / "readiness.json"
@@ -104,7 +104,7 @@ def resolve(path: Path) -> Path:
 
 def load_document(path: Path) -> tuple[ReportSource, dict[str, Any]]:
     """The readiness document the file at `path` holds (validated), and the source that read it."""
-    path = resolve(Path(path))
+    path = report_file(Path(path))
     look = peek(path)
     source = next((s for s in SOURCES if s.accepts(look)), None)
     if source is None:

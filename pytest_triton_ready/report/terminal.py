@@ -39,7 +39,7 @@ def checklist_rows(results: list[Result], width: int = 120) -> list[Row]:
     indent = " " * (id_width + 2)
     rows = []
     for result, verdict, name in zip(results, verdicts, names, strict=False):
-        head = f"{result.check_id:<{id_width}}  {fit(name, title_width):<{title_width}}  "
+        head = f"{result.check_id:<{id_width}}  {fit_width(name, title_width):<{title_width}}  "
         text = detail(result)
         passed = result.verdict == Verdict.PASS
         tail = shorten(text, max(width - len(head) - verdict_width, 10)) if passed else ""
@@ -71,7 +71,7 @@ def short_names(results: list[Result]) -> list[str]:
     return out
 
 
-def fit(text: str, width: int) -> str:
+def fit_width(text: str, width: int) -> str:
     """`text` in `width` columns, cut at a word boundary with an ellipsis when it is longer."""
     if len(text) <= width:
         return text

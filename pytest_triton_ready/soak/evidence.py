@@ -134,7 +134,7 @@ def _leak_judged(judgements: list[dict[str, Any]]) -> bool:
     return any(j.get("rule") in LEAK_RULES for j in judgements)
 
 
-def judge(evidence: SoakEvidence, current: dict[str, Any], *, max_age_h: float, leak_min_s: float,
+def evidence_problems(evidence: SoakEvidence, current: dict[str, Any], *, max_age_h: float, leak_min_s: float,
           now: dt.datetime | None = None) -> list[str]:
     """Every difference that keeps `evidence` from standing for the server `current` describes;
     empty when it is accepted."""
@@ -205,7 +205,7 @@ def _weigh(check: Any, path: str | Path, identity: dict[str, Any], limits: dict[
     except EvidenceError as exc:
         return None, str(exc)
     check.evidence(EVIDENCE_LABEL, evidence.describe())
-    problems = judge(evidence, identity, max_age_h=limits["soak_evidence_max_age_h"].value,
+    problems = evidence_problems(evidence, identity, max_age_h=limits["soak_evidence_max_age_h"].value,
                      leak_min_s=limits["soak_leak_min_duration_s"].value)
     if problems:
         return evidence, f"soak evidence {evidence.path} refused: " + "; ".join(problems)

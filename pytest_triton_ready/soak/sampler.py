@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from ..launchers.process import tree_processes
 from ..metrics import MetricsError, MetricsSnapshot
 
 
@@ -28,12 +29,6 @@ class Reading:
     gpu_utilization: float | None = None
     runner_rss_bytes: float | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def process_tree(pid: int) -> list[psutil.Process]:
-    """A process and all its descendants (psutil.NoSuchProcess when it is gone)."""
-    root = psutil.Process(pid)
-    return [root, *root.children(recursive=True)]
 
 
 def rss_of(processes: list[psutil.Process], leave_out: set[int] = frozenset()) -> float:
@@ -83,12 +78,12 @@ class Sampler:
         pid = self._server_pid()
         if pid is not None and reading.server_rss_bytes is None:
             try:
-                server = process_tree(pid)
+                server = tree_processes(pid)
                 reading.server_rss_bytes = rss_of(server)
             except (psutil.NoSuchProcess, psutil.AccessDenied) as exc:
                 reading.notes.append(f"server RSS: {type(exc).__name__} for pid {pid}")
         # The runner: this process and its helpers, but not a server it launched (its child too).
-        runner = [self._runner, *self._runner.children(recursive=True)]
+        runner = tree_processes(self._runner.pid)
         reading.runner_rss_bytes = rss_of(runner, leave_out={p.pid for p in server})
         if self._gpu is not None:
             gpus = self._gpu.read()
