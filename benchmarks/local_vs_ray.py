@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from pytest_triton_ready.client import TritonClient  # noqa: E402
 from pytest_triton_ready.load import LoadEngine, MeasureRules  # noqa: E402
+from pytest_triton_ready.server.client import TritonClient  # noqa: E402
 
 DEFAULT_REPOSITORY = ROOT / "tests" / "repositories" / "load"
 

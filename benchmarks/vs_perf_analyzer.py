@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 from side_by_side import medians, print_table  # noqa: E402
 
-from pytest_triton_ready.client import TritonClient  # noqa: E402
 from pytest_triton_ready.load import LoadEngine, MeasureRules  # noqa: E402
 from pytest_triton_ready.load.background import loop_kind, shared_loop  # noqa: E402
+from pytest_triton_ready.server.client import TritonClient  # noqa: E402
 
 DEFAULT_REPOSITORY = ROOT / "tests" / "repositories" / "load"
 DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from side_by_side import medians, print_table  # noqa: E402
 
-from pytest_triton_ready.client import TritonClient  # noqa: E402
 from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY, StreamingLoad, default_prompts  # noqa: E402
 from pytest_triton_ready.load.streaming_requests import StreamingPlan  # noqa: E402
+from pytest_triton_ready.server.client import TritonClient  # noqa: E402
 
 DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"
 

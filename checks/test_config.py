@@ -12,7 +12,7 @@ from pytest_triton_ready.lint.deployment import lint_deployment
 from pytest_triton_ready.lint.resources import gpu_memory_use, host_memory_use, pinned_pool_bytes, polled_snapshot
 from pytest_triton_ready.lint.sources import deployment_configs, gpu_models
 from pytest_triton_ready.lint.versions import judge_version_policy
-from pytest_triton_ready.models import defer_to_streaming, initial_state_of, ready_models, served_as
+from pytest_triton_ready.server.models import defer_to_streaming, initial_state_of, ready_models, served_as
 from pytest_triton_ready.serving import judge_answers, judge_models_ready
 
 pytestmark = pytest.mark.usefixtures("triton")

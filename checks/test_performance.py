@@ -17,8 +17,8 @@ from pytest_triton_ready.load.judged import incomplete_unless_failed
 from pytest_triton_ready.load.measured_models import profiles_in_scope
 from pytest_triton_ready.load.sweep import SweepLimits, sweep
 from pytest_triton_ready.load.tuning import tune_batching
-from pytest_triton_ready.models import defer_to_streaming, ready_decoupled_models
 from pytest_triton_ready.policy import require_allowed
+from pytest_triton_ready.server.models import defer_to_streaming, ready_decoupled_models
 
 pytestmark = pytest.mark.usefixtures("triton")
 

@@ -27,7 +27,7 @@ from pytest_triton_ready.faults.recording import (
     recorded_and_judgeable,
     seconds,
 )
-from pytest_triton_ready.models import defer_to_streaming
+from pytest_triton_ready.server.models import defer_to_streaming
 
 pytestmark = pytest.mark.usefixtures("triton")
 

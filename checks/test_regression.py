@@ -16,7 +16,7 @@ import pytest
 from pytest_triton_ready.baseline import key_numbers
 from pytest_triton_ready.baseline.noise import measure_noise
 from pytest_triton_ready.baseline.record import baseline_for, compare_runs, measure_regressions_again, record_comparisons
-from pytest_triton_ready.models import ready_decoupled_models, ready_models
+from pytest_triton_ready.server.models import ready_decoupled_models, ready_models
 
 pytestmark = pytest.mark.usefixtures("triton")
 

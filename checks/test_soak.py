@@ -10,8 +10,8 @@ import json
 import pytest
 
 from pytest_triton_ready.health import LoadHealth
-from pytest_triton_ready.models import defer_to_streaming, ready_models
 from pytest_triton_ready.run import now_iso
+from pytest_triton_ready.server.models import defer_to_streaming, ready_models
 from pytest_triton_ready.soak import JournalError, PlanError, build_plan, journal_header
 from pytest_triton_ready.soak.conclusion import conclude, skipped_reason
 from pytest_triton_ready.soak.evidence import IDENTITY_LABEL, judge_on_evidence

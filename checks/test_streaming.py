@@ -33,17 +33,17 @@ from pytest_triton_ready.load.streaming_answers import check_answers
 from pytest_triton_ready.load.streaming_curve import not_enough_valid, record_stream_capacity, record_stream_curve, sweep_streams
 from pytest_triton_ready.load.streaming_rules import streaming_slo
 from pytest_triton_ready.load.streaming_run import StreamingRun
-from pytest_triton_ready.load.streaming_soak import (
+from pytest_triton_ready.load.streaming_target import measure_streams_at_target, record_at_target
+from pytest_triton_ready.policy import policy, require_allowed
+from pytest_triton_ready.server.models import initial_state_of, instance_count
+from pytest_triton_ready.soak.evidence import IDENTITY_LABEL
+from pytest_triton_ready.soak.streaming import (
     record_stream_soak,
     soak,
     stream_evidence_stands_in,
     stream_soak_identity,
     stream_soak_off,
 )
-from pytest_triton_ready.load.streaming_target import measure_streams_at_target, record_at_target
-from pytest_triton_ready.models import initial_state_of, instance_count
-from pytest_triton_ready.policy import policy, require_allowed
-from pytest_triton_ready.soak.evidence import IDENTITY_LABEL
 
 pytestmark = pytest.mark.usefixtures("triton")
 

@@ -4,6 +4,7 @@ options.py so the sections that declare such a setting (fleet.load_cluster) can 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)$")
 
@@ -38,3 +39,12 @@ def load_cluster(text: str) -> str:
         raise ValueError(f"expected {what}, got {text!r}")
     host_port(rest, what, text)
     return text
+
+
+def derived_url(http_url: str, port: int, path: str = "") -> str:
+    """The same host as `http_url` on another port: how gRPC and metrics URLs are defaulted."""
+    parts = urlsplit(http_url if "://" in http_url else f"http://{http_url}")
+    host = parts.hostname or "localhost"
+    if ":" in host:
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, f"{host}:{port}", path, "", ""))

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from .soak.duration import format_duration
+from .duration import format_duration
 
 READING_CHECK_S = 1.0  # a check that reads (health, configs, metrics, malformed requests), per check id
 LOAD_CHECKS = ("CFG-2", "PERF-1", "PERF-2", "PERF-3", "PERF-4")  # the ids whose time is load, not reading

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from .budget import LOAD_CHECKS, READING_CHECK_S, RunBudget, activate
+from .duration import format_duration
 from .launchers.embedded import DEMO_REPOSITORY
 from .launchers.registry import launcher_kind
-from .soak.duration import format_duration
 
 SERVER_START_S = 10.0  # an experiment's restart of the server, or a second server for a new version
 FAULT_KINDS_BUILT_IN = 5  # forced reload, new version, dead instance, crash + restart, SIGTERM

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import Field
 
 from .errors import TritonReadyError
-from .report.verdict import INCOMPLETE, NOT_READY, PARTIAL, READY
+from .record.verdict import INCOMPLETE, NOT_READY, PARTIAL, READY
 from .yamlschema import Section, setting
 
 EXIT_CODES = {READY: 0, NOT_READY: 1, INCOMPLETE: 6, PARTIAL: 7}

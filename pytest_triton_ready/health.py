@@ -35,7 +35,7 @@ from typing import Any
 from .facts import DeadInstances, Facts
 from .load.errors import dead_instance, stub_exits_in_log, summarize_errors
 from .load.stalls import find_stalls
-from .models import instance_count, ready_models
+from .server.models import instance_count, ready_models
 
 LOG_LINES = 1_000_000  # the whole server log, for a run's length
 
@@ -320,7 +320,7 @@ class LoadHealth:
                 prober.close()
 
     def _new_client(self) -> Any:
-        from .client import TritonClient
+        from .server.client import TritonClient
 
         endpoints = self.target.endpoints
         settings = self.target.settings

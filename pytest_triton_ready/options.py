@@ -98,7 +98,7 @@ def _launcher(text: str) -> str:
 
 
 def _duration(text: str | float) -> float:
-    from .soak.duration import parse_duration
+    from .duration import parse_duration
 
     seconds = parse_duration(text)
     if not math.isfinite(seconds):

@@ -10,7 +10,7 @@ import pytest
 
 from .gate import Scope, ScopeItem
 from .plugin_state import PLAN_ONLY_KEY, RUN_KEY, check_identity
-from .report.model import RUN_ORDER
+from .record.model import RUN_ORDER
 from .run import Run
 
 

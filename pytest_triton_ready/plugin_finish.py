@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from .duration import now_iso
 from .gate import exit_code
 from .plugin_state import PLAN_ONLY_KEY, REPORT_ERROR_KEY, REPORT_FILES_KEY, REPORT_KEPT_KEY, RUN_KEY
-from .report.model import Result, Verdict, phase_of
-from .run import Run, now_iso
+from .record.model import Result, Verdict, phase_of
+from .run import Run
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -10,7 +10,7 @@ import pytest
 
 from .gate import EXIT_UNREACHABLE
 from .plugin_state import RECORDER_KEY, RUN_KEY
-from .recorder import CheckRecorder
+from .record.recorder import CheckRecorder
 
 
 @pytest.fixture(scope="session")
@@ -24,8 +24,8 @@ def triton(pytestconfig: pytest.Config) -> Iterator:
     """The server under test (a Target): `.client` speaks to it, `.models()` lists the models in
     scope, `.launcher` owns the process when the run launched it. An unreachable server fails
     every check that uses it with one line."""
-    from .client import TritonUnreachable
     from .launchers import LaunchError
+    from .server.client import TritonUnreachable
     from .target import Target
 
     run = pytestconfig.stash[RUN_KEY]
@@ -55,7 +55,7 @@ def triton_metrics(triton):
 def gpu(triton):
     """Reads the server's GPUs (a GpuReader): NVML on the same host, else Triton's nv_gpu_* metrics.
     `gpu.read()` is empty with `gpu.unavailable_reason` set when neither works."""
-    from .gpu import GpuReader
+    from .server.gpu import GpuReader
 
     return GpuReader.for_target(triton)
 
@@ -126,7 +126,7 @@ def check(request: pytest.FixtureRequest) -> CheckRecorder:
     """The record of the running check: `threshold`, `measure`, `judge`, `judged_since`, `setting`,
     `finding`, `recommend`, `evidence`, `chart`, `not_applicable`, `incomplete`. A missed threshold
     or an error finding fails the check; a check that judged no rule on data measured in this run
-    is INCOMPLETE (recorder.py)."""
+    is INCOMPLETE (record/recorder.py)."""
     recorder = request.node.stash.get(RECORDER_KEY, None)
     if recorder is None:
         pytest.fail("the `check` fixture needs a @pytest.mark.triton_check(...) marker", pytrace=False)

@@ -11,9 +11,9 @@ import pytest
 
 from .facts import FactMissing
 from .plugin_state import RECORDER_KEY, RUN_KEY, check_identity
-from .recorder import CheckRecorder
+from .record.model import Evidence, Result, Verdict
+from .record.recorder import CheckRecorder
 from .report.junit import junit_properties
-from .report.model import Evidence, Result, Verdict
 
 
 def _result_for(item: pytest.Item) -> Result | None:
@@ -160,8 +160,8 @@ _SEVERE = re.compile(r"^(?:[EWF]\d{4} |\S+ [EWF] )|error|traceback", re.IGNORECA
 def severe_log_lines(text: str, shown: set[str]) -> list[str]:
     """The server's warning and error lines (glog E/W/F prefixes, ISO8601 ` E `/` W `, anything
     saying error or traceback) not shown before; at most the last SERVER_LOG_LINES. A CPU-only
-    machine's start-up warnings (server_log.CPU_ONLY_SIGNS) are left out: `cpu_only_note` says them once."""
-    from .server_log import cpu_only_sign
+    machine's start-up warnings (server/log.py CPU_ONLY_SIGNS) are left out: `cpu_only_note` says them once."""
+    from .server.log import cpu_only_sign
 
     lines = [line for line in text.splitlines() if _SEVERE.search(line) and line not in shown
              and not cpu_only_sign(line)]
@@ -171,7 +171,7 @@ def severe_log_lines(text: str, shown: set[str]) -> list[str]:
 def cpu_only_note(text: str, config: pytest.Config) -> str | None:
     """The one line that sums up a CPU-only machine's start-up warnings in `text`, the first time
     a run meets them; None after that, or when there are none."""
-    from .server_log import cpu_only_summary
+    from .server.log import cpu_only_summary
 
     if config.stash.get(CPU_ONLY_NOTED_KEY, False):
         return None

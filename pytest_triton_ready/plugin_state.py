@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from .recorder import CheckRecorder
-from .report.model import phase_of
+from .record.model import phase_of
+from .record.recorder import CheckRecorder
 from .run import Run
 
 RUN_KEY = pytest.StashKey[Run]()

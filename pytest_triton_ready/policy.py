@@ -12,7 +12,7 @@ YAML section `attach:` (or `--triton-allow`) allows that class of action:
       max_concurrency: 8       # requests in flight, all models together, while saturate is not allowed
       max_rate_per_s: 50       # open-loop requests per second, all models together
       max_payload_mib: 1       # a request body above this is a large payload
-      fault_actions: {...}     # how to cause PERF-4's faults in this deployment (faults/declared.py)
+      fault_actions: {...}     # how to cause PERF-4's faults in this deployment (fault_declarations.py)
 
 An item that is not allowed is INCOMPLETE, naming the switch (`Policy.refusal`), and can be waived
 like any other item (`gate.waivers`). The plan block (`plan_block`) is printed before the first
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import TritonReadyError
-from .faults.declared import FAULT_ACTIONS_HELP, FAULT_KINDS, DeclaredFault, FaultKind
+from .fault_declarations import FAULT_ACTIONS_HELP, FAULT_KINDS, DeclaredFault, FaultKind
 from .launchers.registry import declared_capabilities
 from .yamlschema import Section, setting
 

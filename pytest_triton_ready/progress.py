@@ -138,7 +138,7 @@ def _share_left() -> str:
     left = deadline.time_left()
     if left is None:
         return ""
-    from .soak.duration import format_duration
+    from .duration import format_duration
 
     return f"; {format_duration(max(left, 0))} of {deadline.check_id}'s budget share left"
 

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import platform
 from dataclasses import dataclass, field
 from typing import Any
 
+from .duration import now_iso
 from .facts import Facts
-from .report.model import Result
-from .report.verdict import Gaps, overall_verdict, short_list, verdict_reason
+from .record.model import Result
+from .record.verdict import Gaps, overall_verdict, short_list, verdict_reason
 from .settings import Settings
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -73,7 +69,7 @@ class Run:
     def collect_context(self) -> dict[str, Any]:
         """Server version, extensions and models, GPUs, runner versions; what the report's header shows."""
         from . import __version__
-        from .report.context import gpu_inventory
+        from .run_context import gpu_inventory
 
         context: dict[str, Any] = {
             "runner": {"pytest_triton_ready": __version__, "python": platform.python_version(),

@@ -17,8 +17,8 @@ import numpy as np
 from .expectations import Expectation, answer_mismatches, expectation_for
 from .input_data import InputDataError
 from .inputs import output_mismatches, synthesize_inputs
-from .pipelines import composing_models, failures_between, step_failures
 from .sequences import check_sequences
+from .server.pipelines import composing_models, failures_between, step_failures
 
 UNPARSED = ("its config.pbtxt failed to parse or validate (the server lists it without a state; its log names "
             "the error)")

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .deployment import DEFAULT_KUBERNETES_VERSION
 from .errors import TritonReadyError
@@ -161,15 +160,6 @@ class Settings:
 
     def redactor(self) -> Redactor:
         return Redactor(self.secrets())
-
-
-def derived_url(http_url: str, port: int, path: str = "") -> str:
-    """The same host as `http_url` on another port: how gRPC and metrics URLs are defaulted."""
-    parts = urlsplit(http_url if "://" in http_url else f"http://{http_url}")
-    host = parts.hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
-    return urlunsplit((parts.scheme, f"{host}:{port}", path, "", ""))
 
 
 def build_settings(

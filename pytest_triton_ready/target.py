@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .client import TritonClient, TritonUnreachable
 from .launchers import Endpoints, Launcher
 from .launchers.registry import LAUNCHER_KINDS, launcher_kind, make_launcher
-from .metrics import MetricsSnapshot, scrape
-from .models import InitialState, read_initial_state
+from .server.client import TritonClient, TritonUnreachable
+from .server.metrics import MetricsSnapshot, scrape
+from .server.models import InitialState, read_initial_state
 from .settings import Settings
 
 

@@ -15,9 +15,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_triton_ready.client import http_status
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.launchers.settle import repository_index
+from pytest_triton_ready.server.client import http_status
 
 
 def _config_text(http_url: str, model: str) -> str:

@@ -1,6 +1,7 @@
-"""The shape of the package (docs/architecture.md): no import circle, no import running up the
-layers, one exception base. The import graph is read from the source with an AST pass, so an
-import inside a function counts as much as one at the top of a module."""
+"""The shape of the package (docs/architecture.md): no import circle between modules or packages, no
+import running up the package ranks, no private name taken from another package, one exception base.
+The import graph is read from the source with an AST pass, so an import inside a function counts as
+much as one at the top of a module; one under `if TYPE_CHECKING:` does not (it never runs)."""
 
 from __future__ import annotations
 
@@ -20,29 +21,25 @@ ROOT = Path(pytest_triton_ready.__file__).parent
 # Model files the demo repository serves (they run inside tritonserver, not in this package).
 NOT_PACKAGE_CODE = ("demo.*",)
 
-# Bottom first. A module belongs to the first layer with a pattern that matches its dotted name
-# (without the package prefix); it may import from its own layer and the ones below.
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("<package>", "errors", "progress", "commands", "budget", "input_data", "llm_inputs", "prompts",
-                    "expectations", "pipelines", "addresses", "yamlschema",
-                    "deployment", "deployment.reading", "deployment.validation", "deployment.manifest",
-                    "deployment.judgement", "deployment.probes", "deployment.termination", "deployment.resources",
-                    "deployment.posture", "deployment.measured", "deployment.arguments", "deployment.kserve", "deployment.pod_limits",
-                    "deployment.live",
-                    "deployment.compose", "deployment.compose_gpus", "deployment.compose_values", "deployment.compose_words",
-                    "thresholds", "redaction",
-                    "server_log", "inputs", "soak.duration", "report.model", "report.text", "report.verdict",
-                    "recorder", "facts", "counterparts")),
-    ("server", ("client", "metrics", "gpu", "models", "report.context")),
-    ("declarations", ("launchers", "launchers.registry", "launchers.ulimits", "*.schema", "policy", "gate",
-                      "faults.declared", "load.profile", "monitoring.config", "soak.schedule",
-                      "fleet.targets")),
-    ("settings", ("options", "settings_file", "settings", "settings_reference", "run", "target", "demo_repository",
-                  "estimates", "launchers.*")),
-    ("phases", ("health", "sequences", "serving", "load", "load.*", "faults", "faults.*", "monitoring", "monitoring.*", "lint", "lint.*",
-                "security", "security.*", "operations", "operations.*", "fleet", "fleet.*", "baseline",
-                "baseline.*", "soak", "soak.*", "deployment", "deployment.*")),
-    ("report", ("report", "report.*")),
+# Bottom first. A module's package is its first dotted part (`load` for load.engine); a module at the
+# package root is a package of its own. A package belongs to the first rank with a pattern matching
+# its name and may import from its own rank and the ones below, never above; between packages of one
+# rank, and between any packages, there is no import circle.
+RANKS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("<package>", "errors", "addresses", "commands", "duration", "budget", "progress", "thresholds",
+                    "yamlschema", "redaction", "facts", "counterparts", "input_data", "llm_inputs", "prompts",
+                    "inputs", "expectations", "fault_declarations")),
+    ("record", ("record",)),
+    ("server", ("server",)),
+    ("deployment", ("deployment",)),
+    ("launchers", ("launchers",)),
+    ("guards", ("policy", "gate")),
+    ("load", ("load",)),
+    ("phases", ("lint", "faults", "monitoring", "security", "operations", "soak", "baseline", "fleet", "health",
+                "serving", "sequences")),
+    ("settings", ("options", "settings_file", "settings", "settings_reference")),
+    ("run", ("run", "run_context", "target", "demo_repository", "estimates")),
+    ("report", ("report",)),
     ("entry", ("plugin", "plugin_*", "cli")),
 ]
 
@@ -65,13 +62,31 @@ def _absolute(name: str) -> str:
     return name.removeprefix(PACKAGE).lstrip(".") or "<package>"
 
 
+def runtime_nodes(tree: ast.AST):
+    """Every node of `tree` but those under `if TYPE_CHECKING:`: an import there names a type for the
+    type checker and is never run, so it is no dependency (a Protocol's module may name its users)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The package's modules that `name` imports anywhere in its source (functions included)."""
     is_package = path.name == "__init__.py"
     here = [] if name == "<package>" else name.split(".")
     package = here if is_package else here[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in runtime_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(_absolute(alias.name) for alias in node.names if alias.name.startswith(PACKAGE))
         elif isinstance(node, ast.ImportFrom):
@@ -129,21 +144,72 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def layer_of(module: str) -> int | None:
-    for rank, (_, patterns) in enumerate(LAYERS):
-        if any(fnmatch.fnmatchcase(module, pattern) for pattern in patterns):
+def package_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def rank_of(package: str) -> int | None:
+    for rank, (_, patterns) in enumerate(RANKS):
+        if any(fnmatch.fnmatchcase(package, pattern) for pattern in patterns):
             return rank
     return None
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The packages each package imports (its modules' imports, its own left out)."""
+    packages: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        here = package_of(module)
+        packages.setdefault(here, set()).update(package_of(target) for target in imported)
+        packages[here].discard(here)
+    return packages
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     found = []
     for module, imported in sorted(graph.items()):
         for target in sorted(imported):
-            if layer_of(target) > layer_of(module):
-                found.append(f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
-                             f"({LAYERS[layer_of(target)][0]})")
+            here, there = rank_of(package_of(module)), rank_of(package_of(target))
+            if there > here:
+                found.append(f"{module} ({RANKS[here][0]}) imports {target} ({RANKS[there][0]})")
     return found
+
+
+def private_imports(modules: dict[str, Path]) -> list[str]:
+    """`from <another package> import _name`: a package's private names are its own."""
+    found = []
+    for name, path in sorted(modules.items()):
+        is_package = path.name == "__init__.py"
+        for node in runtime_nodes(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            here = [] if name == "<package>" else name.split(".")
+            package = here if is_package else here[:-1]
+            target = (".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                      if node.level else _absolute(node.module or ""))
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and package_of(target or "<package>") != package_of(name):
+                    found.append(f"{name}:{node.lineno} imports {alias.name} from {target}")
+    return found
+
+
+def layer_picture(graph: dict[str, set[str]]) -> str:
+    """The ranks as a mermaid graph, bottom up, with an arrow for each rank another imports from."""
+    packages = package_graph(graph)
+    lines = ["```mermaid", "graph BT"]
+    for rank, (title, _) in enumerate(RANKS):
+        members = sorted(package for package in packages if rank_of(package) == rank)
+        shown = [PACKAGE if member == "<package>" else member for member in members]
+        lines.append(f'    r{rank}["<b>{title}</b><br/>{", ".join(shown)}"]')
+    arrows = sorted({(rank_of(package), rank_of(target)) for package, imported in packages.items()
+                     for target in imported if rank_of(target) != rank_of(package)})
+    lines += [f"    r{importer} --> r{imported}" for importer, imported in arrows] + ["```"]
+    return "\n".join(lines)
+
+
+PICTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
+BEGIN, END = "<!-- layers: generated by `python tests/test_architecture.py` -->", "<!-- layers end -->"
 
 
 def test_the_graph_sees_every_kind_of_import():
@@ -164,17 +230,42 @@ def test_no_import_circle():
     assert circles(import_graph()) == []
 
 
-def test_every_module_has_a_layer():
-    assert [module for module in import_graph() if layer_of(module) is None] == []
+def test_no_circle_between_packages():
+    assert circles(package_graph(import_graph())) == []
 
 
-def test_no_import_runs_up_the_layers():
+def test_every_package_has_a_rank():
+    assert sorted({package_of(module) for module in import_graph()
+                   if rank_of(package_of(module)) is None}) == []
+
+
+def test_no_import_runs_up_the_ranks():
     assert upward_imports(import_graph()) == []
 
 
 def test_an_upward_import_is_reported():
     assert upward_imports({"settings": {"report.html"}, "report.html": set()}) == [
         "settings (settings) imports report.html (report)"]
+    assert package_graph({"load.engine": {"load.stats", "server.client"}}) == {"load": {"server"}}
+
+
+def test_an_import_under_type_checking_is_no_dependency():
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..settings import Settings\n"
+                     "else:\n    import os\nimport sys\n")
+    names = [alias.name for node in runtime_nodes(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+             for alias in node.names]
+    assert sorted(names) == ["TYPE_CHECKING", "os", "sys"]
+
+
+def test_no_private_name_is_imported_from_another_package():
+    assert private_imports(package_modules()) == []
+
+
+def test_the_layer_picture_in_the_docs_is_the_generated_one():
+    text = PICTURE.read_text()
+    assert BEGIN in text and END in text, f"{PICTURE.name} has no generated layer picture"
+    drawn = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
+    assert drawn == layer_picture(import_graph()), "run `python tests/test_architecture.py` to redraw it"
 
 
 @pytest.mark.parametrize("module", sorted(m.name for m in pkgutil.walk_packages(pytest_triton_ready.__path__,
@@ -226,3 +317,22 @@ def test_an_entry_module_imports_on_its_own(module):
 
     done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr.strip().splitlines()[-1:]
+
+
+
+def test_every_package_folder_is_in_the_distribution():
+    """pyproject.toml lists the packages the wheel (and an editable install) holds: a folder left
+    out imports from a checkout but not from an installed plugin."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join((PACKAGE, *init.parent.relative_to(ROOT).parts)).rstrip(".")
+               for init in ROOT.rglob("__init__.py")
+               if not any(fnmatch.fnmatchcase(module_name(init), pattern) for pattern in NOT_PACKAGE_CODE)}
+    assert sorted(folders - listed) == []
+
+if __name__ == "__main__":
+    text = PICTURE.read_text()
+    PICTURE.write_text(text[:text.index(BEGIN) + len(BEGIN)] + "\n" + layer_picture(import_graph()) + "\n"
+                       + text[text.index(END):])
+    print(f"redrew the layer picture in {PICTURE}")

@@ -23,7 +23,7 @@ import pytest
 import tritonclient.grpc  # noqa: F401  imported once, here (see tests/test_faults.py)
 import tritonclient.http  # noqa: F401
 
-from pytest_triton_ready.faults.declared import Command, run_declared
+from pytest_triton_ready.fault_declarations import Command, run_declared
 from pytest_triton_ready.policy import CeilingGuard, parse_allow, plan_block, policy
 from pytest_triton_ready.settings import SettingsError, build_settings
 
@@ -172,7 +172,7 @@ def test_default_attached_run_changes_nothing_and_stays_under_the_ceiling(run_ch
     """The whole checklist against the shared demo server with no allow switch and a ceiling of 4:
     nothing reloaded or changed (repository index and configs), no batch above 4 executed (the
     server's batch statistics), and every refused item INCOMPLETE naming its switch."""
-    from pytest_triton_ready.client import TritonClient
+    from pytest_triton_ready.server.client import TritonClient
 
     endpoints = demo_server.endpoints
     client = TritonClient(endpoints.http_url, endpoints.grpc_url, {}, 10.0, 16, {})

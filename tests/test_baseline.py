@@ -24,7 +24,7 @@ from pytest_triton_ready.baseline import (
     reconsider,
 )
 from pytest_triton_ready.baseline.compare import UNDECIDED
-from pytest_triton_ready.report.model import MeasuredValue, Result, Verdict
+from pytest_triton_ready.record.model import MeasuredValue, Result, Verdict
 from pytest_triton_ready.thresholds import THRESHOLDS
 
 QUICK = Path(__file__).parent / "data" / "quick-checklist.yaml"
@@ -234,8 +234,8 @@ def test_console_rows_of_one_check_stay_distinct_at_80_columns():
 
 
 def test_passing_rows_show_their_key_number_and_evidence_renders_as_a_definition_list():
+    from pytest_triton_ready.record.text import detail
     from pytest_triton_ready.report.summary import structured
-    from pytest_triton_ready.report.text import detail
 
     result = Result("PERF-1", "performance", "t", "n", Verdict.PASS, measurements=[
         MeasuredValue("throughput", 900.0, "infer/s", "scale"),

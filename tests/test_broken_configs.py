@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 from conftest import TEST_REPOSITORIES
-from pytest_triton_ready.client import TritonClient
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 from pytest_triton_ready.launchers.settle import failed_models, loading_finished
+from pytest_triton_ready.server.client import TritonClient
 
 REJECTED_CONFIGS = {"syntax_error", "unknown_field", "preferred_above_max", "cache_on_sequence"}
 

@@ -34,8 +34,8 @@ from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.stability import MeasureRules, stability
 from pytest_triton_ready.load.stats import LatencyHistogram
 from pytest_triton_ready.load.traffic import Window
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result
+from pytest_triton_ready.record.model import Result
+from pytest_triton_ready.record.recorder import CheckRecorder
 
 P99_RULE = Rule("p99 latency", "p99", "<=", 100.0, "ms")
 SUCCESS_RULE = Rule("success rate", "success rate", ">=", 0.999, "ratio", needs_validity=False)

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKS, TEST_REPOSITORIES
-from pytest_triton_ready.gpu import readings_from_metrics
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.lint import LintContext, lint
 from pytest_triton_ready.lint.engine import RULES
 from pytest_triton_ready.lint.model_memory import memory_by_gpu, memory_delta
 from pytest_triton_ready.lint.modelconfig import ConfigSyntaxError, read_model_directory
 from pytest_triton_ready.lint.resources import gpu_memory_use, gpus_over
-from pytest_triton_ready.metrics import MetricsSnapshot
+from pytest_triton_ready.server.gpu import readings_from_metrics
+from pytest_triton_ready.server.metrics import MetricsSnapshot
 
 LINT_CASES = TEST_REPOSITORIES / "lint"
 H200 = Path(__file__).parent / "data" / "h200-triton-2.51"  # real captures, kept in the repository
@@ -33,8 +33,8 @@ LINT_CHECK = "test_model_configs_lint_clean"
 # conftest next to a copy of the checklist file replaces with a reader of the H200 capture.
 H200_GPU_CONFTEST = f'''
 import pytest
-from pytest_triton_ready.gpu import GpuReader
-from pytest_triton_ready.metrics import MetricsSnapshot
+from pytest_triton_ready.server.gpu import GpuReader
+from pytest_triton_ready.server.metrics import MetricsSnapshot
 
 @pytest.fixture(scope="session")
 def gpu():
@@ -357,9 +357,9 @@ def test_gpu_memory_rule_parses_the_h200_captures(capture, used_bytes):
 def test_model_memory_is_read_unloaded_then_loaded_again(canary_server):
     """The unload / read / load / read sequence against a real server. No GPU here: the reader
     returns the H200 capture before and after, and notes whether the model was loaded when read."""
-    from pytest_triton_ready.client import TritonClient
-    from pytest_triton_ready.gpu import GpuReader
     from pytest_triton_ready.lint.model_memory import measure_model_memory
+    from pytest_triton_ready.server.client import TritonClient
+    from pytest_triton_ready.server.gpu import GpuReader
 
     endpoints = canary_server.endpoints
     client = TritonClient(endpoints.http_url, endpoints.grpc_url)

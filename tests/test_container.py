@@ -247,7 +247,7 @@ def _names(client) -> set[str]:
 def test_real_container_starts_serves_and_is_removed_with_its_volumes(container_engine, record_property):
     """Start and readiness, the endpoints, the limits and stubs inside, the engine's memory
     reading, logs, a graceful stop, and a cleanup that leaves no container and no volume."""
-    from pytest_triton_ready.client import TritonClient
+    from pytest_triton_ready.server.client import TritonClient
 
     client = container_engine.client()
     volumes_before = {v.name for v in client.volumes.list()}
@@ -309,7 +309,7 @@ def test_real_engine_refusing_a_limit_is_one_line(container_engine):
 
 
 def test_real_engine_soak_reads_the_containers_memory(container_engine):
-    from pytest_triton_ready.metrics import scrape
+    from pytest_triton_ready.server.metrics import scrape
     from pytest_triton_ready.soak.sampler import Sampler
 
     launcher = ContainerLauncher(settings_from(container_engine.settings()))
@@ -487,7 +487,7 @@ def test_launcher_lifecycle_kill_stub_restart_stop_and_removal(tmp_path):
     """Everything the launcher does around Docker, against the real server: readiness, endpoints on
     the chosen ports, a stub killed through exec, kill and restart on the same URLs, the log kept
     at stop, and removal with the working directory."""
-    from pytest_triton_ready.client import TritonClient
+    from pytest_triton_ready.server.client import TritonClient
 
     repository = tmp_path / "models"  # a path of its own, so only this server's stubs match it
     shutil.copytree(DEMO_REPOSITORY, repository, ignore=shutil.ignore_patterns("__pycache__"))

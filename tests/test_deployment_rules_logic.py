@@ -25,9 +25,9 @@ from pytest_triton_ready.deployment.recording import HOW_TO_GIVE_ONE, deployment
 from pytest_triton_ready.deployment.resources import judge_resources
 from pytest_triton_ready.deployment.termination import judge_termination
 from pytest_triton_ready.facts import Capacity, CapacityPlan, Drain, Facts, ServerStart, SoakMemory
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result
-from pytest_triton_ready.security.restricted import REQUIRED_BY_DEFAULT
+from pytest_triton_ready.record.model import Result
+from pytest_triton_ready.record.recorder import CheckRecorder
+from pytest_triton_ready.server.api_categories import REQUIRED_BY_DEFAULT
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 DATA = Path(__file__).parent / "data" / "deployments"

@@ -330,10 +330,10 @@ def test_a_dead_instance_seen_by_the_traffic_or_the_probe_is_judged(errors, unhe
 def test_a_server_that_goes_down_with_the_killed_stub_is_a_finding_not_an_error():
     """Seen once in five default demo runs: after the kill of one stub the server refused
     connections, and the TritonUnreachable of the next ready probe made the check an ERROR."""
-    from pytest_triton_ready.client import TritonUnreachable
     from pytest_triton_ready.faults.crash_experiments import InstanceRestart
     from pytest_triton_ready.faults.injector import FaultInjector
     from pytest_triton_ready.faults.judges import judge_dead_instance
+    from pytest_triton_ready.server.client import TritonUnreachable
 
     injector = Injector(Traffic(errors=40))
 
@@ -465,8 +465,8 @@ def test_streams_are_steady_once_every_stream_produced_and_nothing_failed():
 
 
 def _recorder():
-    from pytest_triton_ready.recorder import CheckRecorder
-    from pytest_triton_ready.report.model import Result
+    from pytest_triton_ready.record.model import Result
+    from pytest_triton_ready.record.recorder import CheckRecorder
 
     return CheckRecorder(Result(check_id="PERF-4", phase="performance", title="t", nodeid="n"))
 
@@ -551,8 +551,8 @@ def answering_url():
 
 
 def _no_op_restart(kind, injector):
+    from pytest_triton_ready.fault_declarations import DeclaredFault
     from pytest_triton_ready.faults.crash_experiments import ServerRestart
-    from pytest_triton_ready.faults.declared import DeclaredFault
     from pytest_triton_ready.faults.declared_experiments import DeclaredServerRestart
 
     if kind == "launched":
@@ -580,7 +580,7 @@ def test_a_server_restart_whose_server_stopped_answering_is_judged(kind):
 
 
 def test_a_declared_restart_whose_command_failed_fails_on_the_command_not_incomplete(answering_url):
-    from pytest_triton_ready.faults.declared import DeclaredFault
+    from pytest_triton_ready.fault_declarations import DeclaredFault
     from pytest_triton_ready.faults.declared_experiments import DeclaredServerRestart
 
     injector = RestartInjector(Traffic(), answering_url)

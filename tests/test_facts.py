@@ -30,8 +30,8 @@ from pytest_triton_ready.facts import (
     TargetLoad,
     VersionRollout,
 )
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result, Verdict
+from pytest_triton_ready.record.model import Result, Verdict
+from pytest_triton_ready.record.recorder import CheckRecorder
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "checks"

@@ -161,8 +161,8 @@ def test_attached_server_runs_only_the_forced_reload(run_checklist):
         assert "attached" in result["reason"] and "not owned by this run" in result["reason"], result["reason"]
     assert run.report["verdict"] != "READY"
     # The forced reload put the model's own configuration back.
-    from pytest_triton_ready.client import TritonClient
     from pytest_triton_ready.faults import RELOAD_MARKER
+    from pytest_triton_ready.server.client import TritonClient
 
     endpoints = run_checklist.own_server().endpoints
     client = TritonClient(endpoints.http_url, endpoints.grpc_url)

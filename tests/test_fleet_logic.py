@@ -26,8 +26,8 @@ from pytest_triton_ready.fleet.under_test import (
     undeclared_fleet,
 )
 from pytest_triton_ready.load.timeline import Bin
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result, Verdict
+from pytest_triton_ready.record.model import Result, Verdict
+from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.settings import SettingsError, build_settings
 
 

@@ -175,7 +175,7 @@ def test_slimmed_pytriton_wheel_still_serves_the_demo(pytriton_wheel, tmp_path):
     stubs = site / "pytriton" / "tritonserver" / "python_backend_stubs"
     assert [p.name for p in stubs.iterdir()] == [version]
     serve = ("from pytest_triton_ready.launchers.embedded import EmbeddedLauncher, pytriton_root\n"
-             "from pytest_triton_ready.client import TritonClient\n"
+             "from pytest_triton_ready.server.client import TritonClient\n"
              "launcher = EmbeddedLauncher()\n"
              "try:\n"
              "    e = launcher.start()\n"

@@ -19,8 +19,8 @@ from pytest_triton_ready.load.stalls import find_stalls
 from pytest_triton_ready.load.stats import Stats
 from pytest_triton_ready.load.traffic import Traffic, TrafficPlan
 from pytest_triton_ready.load.window_recorder import Recorder
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result
+from pytest_triton_ready.record.model import Result
+from pytest_triton_ready.record.recorder import CheckRecorder
 
 DEAD = "INTERNAL: Stub process 'mortal_0_0' is not healthy."
 

@@ -17,8 +17,8 @@ import pytest
 from empty_server import closed_port, empty_server
 
 from conftest import CHECKS
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result, Verdict
+from pytest_triton_ready.record.model import Result, Verdict
+from pytest_triton_ready.record.recorder import CheckRecorder
 
 TINY_CHECKS = '''
 import pytest

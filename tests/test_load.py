@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_triton_ready.client import TritonClient
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 from pytest_triton_ready.load import LoadEngine, MeasureRules, Tally
 from pytest_triton_ready.load.server_side import ServerProbe
 from pytest_triton_ready.load.stats import RELATIVE_PRECISION
+from pytest_triton_ready.server.client import TritonClient
 
 TEST_REPOSITORIES = Path(__file__).resolve().parent / "repositories"
 

@@ -31,7 +31,7 @@ from pytest_triton_ready.load.stability import MeasureRules, stability, validity
 from pytest_triton_ready.load.stats import RELATIVE_PRECISION, Tally, merged, percentile_key
 from pytest_triton_ready.load.timeline import Timeline
 from pytest_triton_ready.load.traffic import Window
-from pytest_triton_ready.models import instance_count, ready_models, ready_names
+from pytest_triton_ready.server.models import instance_count, ready_models, ready_names
 
 
 def point(concurrency, throughput, p99=10.0, trustworthy=True, success=1.0, p50=None):

@@ -23,8 +23,8 @@ from pytest_triton_ready.monitoring.four_layers import (
 )
 from pytest_triton_ready.monitoring.references import NO_GPU, MetricJudge
 from pytest_triton_ready.monitoring.values import LayerValue
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result
+from pytest_triton_ready.record.model import Result
+from pytest_triton_ready.record.recorder import CheckRecorder
 
 
 def _check():

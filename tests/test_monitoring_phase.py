@@ -18,7 +18,6 @@ from loopback_http import serving
 
 from conftest import REPO_ROOT
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
-from pytest_triton_ready.metrics import MetricsSnapshot, scrape
 from pytest_triton_ready.monitoring import alerting
 from pytest_triton_ready.monitoring.layers import read_layers
 from pytest_triton_ready.monitoring.logging_policy import judge_logging
@@ -35,6 +34,7 @@ from pytest_triton_ready.monitoring.references import (
     MetricJudge,
 )
 from pytest_triton_ready.monitoring.rule_files import load_rule_file, validate
+from pytest_triton_ready.server.metrics import MetricsSnapshot, scrape
 
 EXAMPLES = REPO_ROOT / "examples" / "monitoring"
 GUIDE_RULES = Path(__file__).resolve().parent / "data" / "monitoring" / "published_guide_alerts.yaml"
@@ -218,7 +218,7 @@ def test_default_log_format_fails_mon4_with_the_fix(run_checklist):
 
 
 def test_verbose_and_silenced_logging_set_live_fail_mon4(run_checklist, production_server):
-    from pytest_triton_ready.client import TritonClient
+    from pytest_triton_ready.server.client import TritonClient
 
     client = TritonClient(production_server.endpoints.http_url, production_server.endpoints.grpc_url)
     original = json.loads(client.raw("/v2/logging")[1])

@@ -12,8 +12,8 @@ from pytest_triton_ready.facts import Capacity, Facts, StreamingCapacity
 from pytest_triton_ready.operations.attestations import record_attestation
 from pytest_triton_ready.operations.capacity_record import plan_from_facts, record_declaration, record_plan
 from pytest_triton_ready.operations.schema import DeclaredCapacity
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result, Verdict
+from pytest_triton_ready.record.model import Result, Verdict
+from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.settings import build_settings
 
 

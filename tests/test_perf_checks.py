@@ -216,8 +216,8 @@ def test_gpu_band_reads_real_h200_metrics(run_checklist, pytester):
     client could not push harder). The check's real path must fail the 70% floor and recommend."""
     pytester.makeconftest(textwrap.dedent(f'''
         import pytest
-        from pytest_triton_ready.gpu import GpuReader
-        from pytest_triton_ready.metrics import MetricsSnapshot
+        from pytest_triton_ready.server.gpu import GpuReader
+        from pytest_triton_ready.server.metrics import MetricsSnapshot
 
         CAPTURE = {str(DATA / "metrics_load.txt")!r}
 
@@ -243,7 +243,7 @@ def test_gpu_band_reads_real_h200_metrics(run_checklist, pytester):
 def test_tune_batching_measures_delays_and_restores_the_config(run_checklist, demo_server):
     """--triton-tune-batching reloads `scale` with config overrides for each delay, recommends one
     and leaves the server with the original max_queue_delay_microseconds."""
-    from pytest_triton_ready.client import TritonClient
+    from pytest_triton_ready.server.client import TritonClient
 
     endpoints = run_checklist.own_server().endpoints
     client = TritonClient(endpoints.http_url, endpoints.grpc_url)

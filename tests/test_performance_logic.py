@@ -24,8 +24,8 @@ from pytest_triton_ready.load.profile import ModelProfile
 from pytest_triton_ready.load.stability import MeasureRules
 from pytest_triton_ready.load.sweep import SweepLimits, sweep
 from pytest_triton_ready.load.traffic import TrafficResult, Window
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result, Verdict
+from pytest_triton_ready.record.model import Result, Verdict
+from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.thresholds import THRESHOLDS
 
 RULES = MeasureRules(window_s=2.0, min_duration_s=6.0, max_windows=10)  # the recorded windows' rules: 2 s windows

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from conftest import TEST_REPOSITORIES
-from pytest_triton_ready.client import TritonClient, UnansweredRequest, is_timeout, unanswered
 from pytest_triton_ready.lint import LintContext, lint, read_repository
 from pytest_triton_ready.load.server_side import ModelWindow, ServerProbe, ServerWindow
 from pytest_triton_ready.load.streaming_rules import read_shutdown_log
-from pytest_triton_ready.models import InitialState, initial_state_of, read_initial_state
-from pytest_triton_ready.pipelines import (
+from pytest_triton_ready.server.client import TritonClient, UnansweredRequest, is_timeout, unanswered
+from pytest_triton_ready.server.models import InitialState, initial_state_of, read_initial_state
+from pytest_triton_ready.server.pipelines import (
     bottleneck,
     composing_models,
     composing_of_any,
@@ -194,7 +194,7 @@ def test_after_an_action_only_what_got_worse_than_at_the_start_is_named():
 
 
 def test_a_server_ready_400_from_the_start_is_restored_when_back_as_it_was(monkeypatch):
-    import pytest_triton_ready.models as models
+    import pytest_triton_ready.server.models as models
 
     started_400 = read_initial_state(_Client(INDEX))
     monkeypatch.setattr(models, "ready_names", lambda client: {e["name"] for e in client.index
@@ -269,7 +269,7 @@ def test_the_shutdown_log_names_the_model_that_stayed_loaded():
 
 
 def test_an_ensemble_triton_refused_is_named_with_the_servers_reason_from_its_log():
-    from pytest_triton_ready.server_log import model_load_failures
+    from pytest_triton_ready.server.log import model_load_failures
 
     # seen on Triton 2.51 with tests/repositories/pipelines
     log = ('E1201 20:34:38.564379 5255 model_repository_manager.cc:703] "Invalid argument: ensemble '
@@ -284,7 +284,7 @@ def test_an_ensemble_triton_refused_is_named_with_the_servers_reason_from_its_lo
 
 
 def test_findings_from_a_models_traffic_name_the_version_served_and_the_server_version():
-    from pytest_triton_ready.models import served_as
+    from pytest_triton_ready.server.models import served_as
 
     target = SimpleNamespace(client=_Client(INDEX + [{"name": "good", "version": "2", "state": "READY"}]),
                              initial_state=read_initial_state(_Client(INDEX, version="2.51.0")))

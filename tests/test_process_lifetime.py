@@ -94,7 +94,7 @@ def test_load_workers_end_when_the_runner_is_killed(demo_server):
     endpoints = demo_server.endpoints
     runner = _runner(f"""
         import threading
-        from pytest_triton_ready.client import TritonClient
+        from pytest_triton_ready.server.client import TritonClient
         from pytest_triton_ready.load import LoadEngine
         client = TritonClient({endpoints.http_url!r}, {endpoints.grpc_url!r})
         engine = LoadEngine(client, {endpoints.grpc_url!r}, {endpoints.http_url!r}, {{}})

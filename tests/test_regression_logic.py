@@ -22,8 +22,8 @@ from pytest_triton_ready.baseline.noise import (
 )
 from pytest_triton_ready.baseline.record import baseline_for, compare_runs, measure_regressions_again, record_comparisons
 from pytest_triton_ready.facts import Facts
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result, Verdict
+from pytest_triton_ready.record.model import Result, Verdict
+from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.settings import build_settings
 
 
@@ -59,7 +59,7 @@ def test_a_config_digest_does_not_depend_on_key_order_and_changes_with_the_confi
 
 
 def test_a_baseline_with_the_16_digit_digest_of_earlier_releases_matches_the_same_config():
-    from pytest_triton_ready.models import same_digest
+    from pytest_triton_ready.server.models import same_digest
 
     digest = config_digest({"a": 1})
     assert same_digest(digest, digest[:16]) and same_digest(digest[:16], digest)

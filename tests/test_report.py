@@ -24,10 +24,10 @@ import pytest
 
 from conftest import REPO_ROOT, TEST_REPOSITORIES, artifact_dir, assert_no_horizontal_scroll
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
+from pytest_triton_ready.record.model import Chart, Evidence, Finding, MeasuredValue, Result, Series, Verdict
 from pytest_triton_ready.report import build_document, charts, overall_verdict, render_files, sources
 from pytest_triton_ready.report import cli as report_cli
 from pytest_triton_ready.report.document import dumps
-from pytest_triton_ready.report.model import Chart, Evidence, Finding, MeasuredValue, Result, Series, Verdict
 from pytest_triton_ready.report.schema import schema_errors
 from pytest_triton_ready.run import Run
 from pytest_triton_ready.settings import Settings
@@ -409,7 +409,7 @@ def test_untrusted_text_is_escaped_and_secrets_redacted(tmp_path):
 
 def test_curve_points_are_kept_in_a_schema_valid_document_and_read_back():
     from pytest_triton_ready.load.curve import CurvePoint
-    from pytest_triton_ready.report.model import LoadPoint
+    from pytest_triton_ready.record.model import LoadPoint
 
     result = _result("PERF-2", Verdict.PASS)
     measured = CurvePoint(8, 1234.567, 2.0, 4.5, 1.0, True, None, 3.0, 3.5, 2.25,
@@ -496,9 +496,9 @@ def test_long_values_never_widen_the_report_past_1280_px(tmp_path, browser):
 
 
 def test_gpu_inventory_from_triton_metrics_of_an_h200(tmp_path):
-    from pytest_triton_ready.gpu import readings_from_metrics
-    from pytest_triton_ready.metrics import MetricsSnapshot
-    from pytest_triton_ready.report.context import inventory
+    from pytest_triton_ready.run_context import inventory
+    from pytest_triton_ready.server.gpu import readings_from_metrics
+    from pytest_triton_ready.server.metrics import MetricsSnapshot
 
     capture = (Path(__file__).parent / "data" / "h200_gpu_metrics.txt").read_text()
     document = _document([_result("A-1", Verdict.PASS)])

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from pytest_triton_ready.plugin_results import check_title
+from pytest_triton_ready.record.model import Finding, MeasuredValue, Result, Verdict
+from pytest_triton_ready.record.text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark, shorten
+from pytest_triton_ready.record.verdict import checklist, overall_verdict, verdict_counts, verdict_reason, worst
 from pytest_triton_ready.report.markdown import render_markdown
-from pytest_triton_ready.report.model import Finding, MeasuredValue, Result, Verdict
 from pytest_triton_ready.report.terminal import checklist_rows
-from pytest_triton_ready.report.text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark, shorten
-from pytest_triton_ready.report.verdict import checklist, overall_verdict, verdict_counts, verdict_reason, worst
 
 
 def result(check_id: str, verdict: Verdict, blocking: bool = True, reason: str | None = None,

@@ -55,7 +55,7 @@ def restricted_server():
 
 # -- SEC-1 ---------------------------------------------------------------------------------------
 def test_open_apis_fail_sec1_and_the_probes_change_nothing(run_checklist, demo_server):
-    from pytest_triton_ready.client import TritonClient
+    from pytest_triton_ready.server.client import TritonClient
 
     client = TritonClient(demo_server.endpoints.http_url, demo_server.endpoints.grpc_url)
     before = client.repository_index()

@@ -90,8 +90,8 @@ def _certificate(days_left: float, protocol="TLSv1.3", verified=True):
 
 
 def _recorder():
-    from pytest_triton_ready.recorder import CheckRecorder
-    from pytest_triton_ready.report.model import Result
+    from pytest_triton_ready.record.model import Result
+    from pytest_triton_ready.record.recorder import CheckRecorder
 
     return CheckRecorder(Result("SEC-2", "security", "t", "checks/test_security.py::t"), default_settings())
 

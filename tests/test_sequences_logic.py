@@ -9,11 +9,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from pytest_triton_ready.client import InferOutcome
 from pytest_triton_ready.inputs import InputDeclarations, synthesize_inputs
 from pytest_triton_ready.load.requests import RequestPool, build_pool, sequence_plan, string_corrid
 from pytest_triton_ready.load.traffic import Traffic, TrafficPlan
 from pytest_triton_ready.sequences import check_sequences
+from pytest_triton_ready.server.client import InferOutcome
 
 METADATA = {"name": "acc", "inputs": [{"name": "VALUE", "datatype": "INT32", "shape": [-1, 1]}],
             "outputs": [{"name": "TOTAL", "datatype": "INT32", "shape": [-1, 1]}]}

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from pytest_triton_ready.server_log import model_load_failures
+from pytest_triton_ready.server.log import model_load_failures
 
 LOG = Path(__file__).resolve().parent / "data" / "server-logs" / "broken-configs.log"
 

@@ -145,8 +145,8 @@ def test_a_long_soak_that_read_no_server_memory_has_not_judged_leaks():
 
 
 def test_the_soak_records_its_plan_as_settings_and_judges_its_rules():
-    from pytest_triton_ready.recorder import CheckRecorder
-    from pytest_triton_ready.report.model import Result
+    from pytest_triton_ready.record.model import Result
+    from pytest_triton_ready.record.recorder import CheckRecorder
     from pytest_triton_ready.soak import record_soak
 
     settings = build_settings({"triton_soak": "20s"}, {}, environ={}, cli_thresholds=["soak_leak_min_duration_s=5"])
@@ -166,8 +166,8 @@ def _concluded(outcome_kwargs: dict, *, soak: str = "20s", leak_min_s: int = 5, 
                gpu_models: tuple[str, ...] = (), evidence: str | None = None):
     """A check after `conclude` on a soak of 20 flat 1 s windows of 200 clean requests (4,000 decide a success rate
     of 0.999 at 95%); the reason it ended early, if any."""
-    from pytest_triton_ready.recorder import CheckRecorder
-    from pytest_triton_ready.report.model import Result
+    from pytest_triton_ready.record.model import Result
+    from pytest_triton_ready.record.recorder import CheckRecorder
     from pytest_triton_ready.soak.conclusion import conclude
     from pytest_triton_ready.soak.runner import SoakOutcome
 
@@ -259,9 +259,9 @@ def test_growing_pending_requests_fail():
 
 def test_gpu_readings_of_an_h200_capture_feed_the_gpu_leak_rule():
     """Three scrapes of a real H200 server (idle, under load, after), read through the soak's sampler
-    and gpu.py as three windows a minute apart: GPU memory rose 3143 -> 3535 MiB, a leak at that pace."""
-    from pytest_triton_ready.gpu import GpuReader
-    from pytest_triton_ready.metrics import MetricsSnapshot
+    and server/gpu.py as three windows a minute apart: GPU memory rose 3143 -> 3535 MiB, a leak at that pace."""
+    from pytest_triton_ready.server.gpu import GpuReader
+    from pytest_triton_ready.server.metrics import MetricsSnapshot
     from pytest_triton_ready.soak.sampler import Sampler
 
     captures = Path("/work/shared/data/h200-triton-2.51")

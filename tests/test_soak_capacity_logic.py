@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_triton_ready.duration import format_duration, parse_duration
 from pytest_triton_ready.operations.capacity import FleetPlan, ModelPlan, model_plan
-from pytest_triton_ready.soak.duration import format_duration, parse_duration
 from pytest_triton_ready.soak.judge import MB, evaluate
 from pytest_triton_ready.soak.trend import fit, rank_p_value
 from pytest_triton_ready.soak.windows import ModelShare, SoakWindow, top_reasons

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from pytest_triton_ready.facts import Facts
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result
+from pytest_triton_ready.record.model import Result
+from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.settings import build_settings
 from pytest_triton_ready.soak import soak_limits
 from pytest_triton_ready.soak.evidence import EvidenceError, evidence_problems, judge_on_evidence, load_evidence, stand_in
@@ -201,7 +201,7 @@ def test_the_stream_soak_takes_the_stream_soaks_record_and_its_shortest_run(tmp_
 
 
 def test_with_the_stream_soak_off_evidence_of_a_stream_soak_judges_perf3(tmp_path):
-    from pytest_triton_ready.load.streaming_soak import stream_soak_off
+    from pytest_triton_ready.soak.streaming import stream_soak_off
 
     path = _both_soaks(tmp_path)
     settings = build_settings({"triton_soak_evidence": str(path)}, {}, environ={},

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_ready.client import TritonClient
 from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
+from pytest_triton_ready.server.client import TritonClient
 
 REPOSITORY = Path(__file__).resolve().parent / "repositories" / "streaming"
 # Short streams (4 tokens) so that the target load holds the requests a TTFT p99 needs (477 at a look)

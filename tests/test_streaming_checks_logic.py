@@ -1,5 +1,5 @@
 """The streaming checks' decisions that live in the package (load/streaming_run, streaming_curve,
-streaming_soak, streaming_agreement), on recorded numbers, recorded on a real CheckRecorder (no
+soak.streaming, streaming_agreement), on recorded numbers, recorded on a real CheckRecorder (no
 server): INCOMPLETE or a warning for a measurement too small to judge, the curve's validity and
 capacity, the stream soak's leak rule, and the server's count against the client's."""
 
@@ -14,9 +14,9 @@ from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, re
 from pytest_triton_ready.load.streaming_curve import SweptPoint, not_enough_valid, record_stream_capacity, record_stream_curve
 from pytest_triton_ready.load.streaming_rules import StreamingPoint
 from pytest_triton_ready.load.streaming_run import StreamingRun
-from pytest_triton_ready.load.streaming_soak import StreamSoak, record_memory
-from pytest_triton_ready.metrics import MetricsSnapshot
-from pytest_triton_ready.report.model import Verdict
+from pytest_triton_ready.record.model import Verdict
+from pytest_triton_ready.server.metrics import MetricsSnapshot
+from pytest_triton_ready.soak.streaming import StreamSoak, record_memory
 
 
 def test_a_measurement_too_small_to_judge_is_incomplete_naming_every_reason():

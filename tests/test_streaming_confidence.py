@@ -23,8 +23,8 @@ from pytest_triton_ready.load.streaming_confidence import (
 )
 from pytest_triton_ready.load.streaming_rules import StreamingPoint, judge_stream_curve
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
-from pytest_triton_ready.recorder import CheckRecorder
-from pytest_triton_ready.report.model import Result
+from pytest_triton_ready.record.model import Result
+from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.thresholds import ThresholdValue
 
 

@@ -168,9 +168,9 @@ nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="tensorrt_llm"
 
 
 def test_llm_families_are_catalogued_and_read_into_the_layers():
-    from pytest_triton_ready.metrics import MetricsSnapshot
     from pytest_triton_ready.monitoring.catalogue import BUSINESS, INFRASTRUCTURE, VLLM, family_of
     from pytest_triton_ready.monitoring.layers import read_layers
+    from pytest_triton_ready.server.metrics import MetricsSnapshot
 
     assert family_of("vllm:time_to_first_token_seconds_bucket").condition == VLLM
     assert family_of("nv_trt_llm_kv_cache_block_metrics").layer == INFRASTRUCTURE
@@ -185,7 +185,7 @@ def test_llm_families_are_catalogued_and_read_into_the_layers():
 def test_unary_checks_leave_decoupled_models_to_the_streaming_checks():
     from types import SimpleNamespace
 
-    from pytest_triton_ready.models import ready_decoupled_models, ready_models
+    from pytest_triton_ready.server.models import ready_decoupled_models, ready_models
 
     class Client:
         def repository_index(self):
@@ -233,7 +233,7 @@ def _target(states: dict[str, bool], ready: set[str] | None = None):
 
 def test_a_unary_check_defers_to_its_streaming_counterpart_only_when_every_ready_model_streams():
     from pytest_triton_ready.counterparts import streaming_counterpart
-    from pytest_triton_ready.models import covered_by_streaming, defer_to_streaming, streaming_only
+    from pytest_triton_ready.server.models import covered_by_streaming, defer_to_streaming, streaming_only
 
     assert streaming_only([], ["llm"]) and not streaming_only(["scale"], ["llm"]) and not streaming_only([], [])
     perf1 = streaming_counterpart("checks/test_performance.py::test_benchmark_meets_slo_at_target_load")
@@ -458,7 +458,7 @@ def test_streaming_mon1_judges_the_request_counter_and_names_a_missing_series():
     """Issue 23 g: on a release without a first-response histogram, MON-1 still has a rule to judge
     (the success counter against the client's completed requests); a missing series is None, never 0."""
     from pytest_triton_ready.load.streaming_rules import server_counted_requests
-    from pytest_triton_ready.metrics import MetricsSnapshot
+    from pytest_triton_ready.server.metrics import MetricsSnapshot
 
     def scrape(count):
         return MetricsSnapshot.parse("# TYPE nv_inference_request_success counter\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TritonReadyError
-from ..models import same_digest
+from ..server.models import same_digest
 from .compare import IMPROVED, NOT_REPRODUCED, OK, REGRESSION, REPEATABLE, WITHIN_NOISE, Comparison, compare, reconsider
 from .keynumbers import ALL, METRICS, config_digests, key_numbers, model_label, ordered_models
 

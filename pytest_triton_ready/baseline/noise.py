@@ -18,8 +18,8 @@ from typing import Any
 
 from ..facts import Capacity, Facts, StreamingCapacity, TargetLoad
 from ..load.streaming_rules import measurement_problem, streaming_slo
-from ..models import config_digest
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
+from ..server.models import config_digest
 from .keynumbers import CONFIG_DIGEST, NOISE_NAMES
 
 STREAMING_REPEATS = 3

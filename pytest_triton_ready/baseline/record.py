@@ -10,7 +10,7 @@ from typing import Any
 
 from ..facts import Facts, TargetLoad
 from ..load.judged import incomplete_unless_failed
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
 from . import Baseline, BaselineError, environment_differences, load_baseline
 from .compare import NOT_REPRODUCED, REGRESSION, REPEATABLE, UNDECIDED, WITHIN_NOISE, Comparison, compare, reconsider
 from .keynumbers import key_numbers, model_label

@@ -12,8 +12,8 @@ from tritonclient.utils import InferenceServerException
 
 from ..errors import TritonReadyError
 from ..facts import Facts
-from ..metrics import MetricsError
-from ..security.restricted import REQUIRED_BY_DEFAULT
+from ..server.api_categories import REQUIRED_BY_DEFAULT
+from ..server.metrics import MetricsError
 from ..thresholds import THRESHOLDS, ThresholdValue
 from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, ContainerJudgement, Measured
 from .manifest import Manifest

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..client import http_status
-from ..models import initial_state_of
+from ..server.client import http_status
+from ..server.models import initial_state_of
 from .experiment import one_line
 from .injector_experiment import InjectorExperiment
 from .outcomes import NOTHING_IN_FLIGHT, InstanceRestartOutcome, ServerRestartOutcome, ShutdownOutcome

@@ -15,10 +15,10 @@ from contextlib import ExitStack
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..client import http_status
-from ..models import initial_state_of
+from ..fault_declarations import CommandResult, DeclaredFault, run_declared
+from ..server.client import http_status
+from ..server.models import initial_state_of
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
-from .declared import CommandResult, DeclaredFault, run_declared
 from .injector_experiment import InjectorExperiment
 from .probes import wait_until
 from .reload_experiments import VersionRolloutExperiment

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..launchers.process import last_error_line
 from ..load.streaming_single import stream_once
-from ..models import initial_state_of, instance_count, is_decoupled
+from ..server.models import initial_state_of, instance_count, is_decoupled
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared_experiments import DECLARED
 from .experiment import Experiment, one_line, run_experiment
@@ -104,7 +104,7 @@ class FaultInjector:
 
     def pipeline_steps(self) -> dict[str, list[str]]:
         """Each READY model in scope that is a step of an ensemble or BLS model in scope -> those pipelines."""
-        from ..pipelines import composing_models
+        from ..server.pipelines import composing_models
 
         ready = {e["name"] for e in self.client.repository_index() if e.get("state") == "READY"}
         bls = getattr(self.target.settings, "bls_composing", {}) or {}
@@ -138,7 +138,7 @@ class FaultInjector:
         return streaming_plan(client or self.client, model)
 
     def new_client(self, http_url: str | None = None, grpc_url: str | None = None, timeout_s: float = 5.0):
-        from ..client import TritonClient
+        from ..server.client import TritonClient
 
         endpoints = self.target.endpoints
         settings = self.target.settings

@@ -4,7 +4,6 @@ ready endpoints), readiness watched over time, and waiting until a condition hol
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -14,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-_UNHEALTHY_STUB = re.compile(r"Stub process '(?P<instance>[^']+)' is not healthy")
+from ..load.errors import UNHEALTHY_STUB
 
 
 @dataclass
@@ -108,7 +107,7 @@ class InstanceProber:
             result.errors[error] = result.errors.get(error, 0) + 1
             if error.startswith("wrong answer"):
                 result.wrong_answers += 1
-            match = _UNHEALTHY_STUB.search(error)
+            match = UNHEALTHY_STUB.search(error)
             if match and match.group("instance") not in result.unhealthy_instances:
                 result.unhealthy_instances.append(match.group("instance"))
         return result

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client import http_status
 from ..load.streaming import StreamingLoad
-from ..models import instance_count
+from ..server.client import http_status
+from ..server.models import instance_count
 from .experiment import Experiment, one_line
 from .outcomes import NOTHING_IN_FLIGHT, Outcome
 from .probes import wait_until

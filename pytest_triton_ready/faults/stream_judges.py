@@ -3,20 +3,11 @@ record: what was measured, compared with which threshold, and what a failure nam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ..load.streaming_rules import read_shutdown_log, readiness_gates
+from ..load.streaming_stats import report_stuck
 from .stream_experiments import DeadStubOutcome, StreamShutdownOutcome
-
-
-def report_stuck(check: Any, model: str, stuck_requests: Sequence[Any], limit: int = 10) -> None:
-    """Each stream of `model` whose final flag never came, by id (the first `limit`)."""
-    for stuck in stuck_requests[:limit]:
-        check.finding(f"{model}: {stuck.describe()} (a stream whose final flag never came)", model=model,
-                      rule="final-flag", value=stuck.id)
-    if len(stuck_requests) > limit:
-        check.finding(f"{model}: {len(stuck_requests) - limit} more stuck requests", model=model, rule="final-flag")
 
 
 def judge_streaming_sigterm(check: Any, outcome: StreamShutdownOutcome, version: str) -> None:

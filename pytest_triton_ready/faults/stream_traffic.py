@@ -16,10 +16,10 @@ Requests ask for `STREAM_TOKENS` tokens each and count as failed without a final
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..load.errors import UNHEALTHY_STUB
 from ..load.streaming import StreamingLoad, StreamingResult
 from ..load.streaming_requests import StreamingPlan
 from ..load.streaming_single import stream_once
@@ -33,7 +33,6 @@ STREAM_DEADLINE_S = 10.0
 PROBE_TEXT = "is every instance of this model serving"
 PROBE_TOKENS = 4
 STUCK = "no final response within {deadline:g} s of the send"
-_UNHEALTHY_STUB = re.compile(r"Stub process '(?P<instance>[^']+)' is not healthy")
 
 
 def streaming_plan(client: Any, model: str) -> StreamingPlan:
@@ -194,7 +193,7 @@ def judge_probe(model: str, result: StreamingResult, reference: list[str] | None
 
     def fail(reason: str) -> None:
         probe.errors[reason] = probe.errors.get(reason, 0) + 1
-        match = _UNHEALTHY_STUB.search(reason)
+        match = UNHEALTHY_STUB.search(reason)
         if match and match.group("instance") not in probe.unhealthy_instances:
             probe.unhealthy_instances.append(match.group("instance"))
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from .. import progress
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
 from .spread import FleetCapacity, Spread, spread
 from .under_test import FleetUnderTest
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
 
 # Config fields that legitimately differ per replica, never compared.
 IGNORED_CONFIG_PATHS = frozenset()

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import progress
-from ..client import http_status
 from ..commands import run_command
 from ..faults.experiment import Experiment
 from ..faults.outcomes import Outcome
 from ..faults.probes import Watcher
 from ..faults.schema import FaultPlan
 from ..faults.timeline import event_time
+from ..server.client import http_status
 
 KILL_TIMEOUT_S = 60.0
 RESTORE_TIMEOUT_S = 180.0

@@ -3,8 +3,8 @@ READY on the balancer READY on it and answering (CFG-1); its metrics reachable a
 
 from __future__ import annotations
 
-from ..metrics import CORE_FAMILIES, MetricsError, scrape
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
+from ..server.metrics import CORE_FAMILIES, MetricsError, scrape
 from .under_test import FleetUnderTest
 
 

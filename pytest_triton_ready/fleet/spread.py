@@ -24,7 +24,7 @@ class ReplicaCounters:
 
 def read_counters(replica: Any, client: Any, models: list[str], headers: dict[str, str],
                   timeout_s: float) -> ReplicaCounters:
-    from ..metrics import MetricsError, scrape
+    from ..server.metrics import MetricsError, scrape
 
     counters = ReplicaCounters()
     try:

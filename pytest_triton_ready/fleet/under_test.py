@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..client import TritonClient
 from ..load.server_side import several_servers
-from ..models import is_decoupled, ready_models, ready_names
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
+from ..server.client import TritonClient
+from ..server.models import is_decoupled, ready_models, ready_names
 from .discovery import resolve_fleet
 from .spread import ReplicaCounters, read_counters
 from .targets import DiscoveryError, Fleet, Replica

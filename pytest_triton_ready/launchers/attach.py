@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from ..settings import Settings, derived_url
+from typing import TYPE_CHECKING
+
+from ..addresses import derived_url
 from . import Endpoints, LauncherCapabilities, Unsupported
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 
 class AttachLauncher:

@@ -15,8 +15,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from ..client import http_status
-from ..server_log import model_load_failures
+from ..server.client import http_status
+from ..server.log import model_load_failures
 
 LOADING_STATES = ("LOADING", "UNLOADING")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import ready_names
 from ..policy import policy
+from ..server.models import ready_names
 from .context import disabled_rules, lint_context
 from .engine import LintContext, UnknownRule, lint
 from .model_memory import NotMeasured, measure_model_memory

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..models import ready_names
+from ..server.models import ready_names
 from .model_rules import has_gpu_instances
 from .modelconfig import ConfigSyntaxError, ModelSource, read_repository, source_from_server
 

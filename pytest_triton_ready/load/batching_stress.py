@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import progress
-from ..models import ready_decoupled_models
+from ..server.models import ready_decoupled_models
 from .batching import batching_advice, far_from_preferred
 from .decision import Rule
 from .judged import record_judgement, record_reuse

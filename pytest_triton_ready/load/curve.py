@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..report.model import LoadPoint
+from ..record.model import LoadPoint
 from .confidence import Estimate, Interval, difference_interval, estimate, finite
 from .decision import Rule, relative_rule, slo_rules
 

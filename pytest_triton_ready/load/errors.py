@@ -21,18 +21,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-_STUB_PATTERN: re.Pattern[str] | None = None
-
-
-def _unhealthy_stub() -> re.Pattern[str]:
-    """The pattern faults/probes.py matches its probe answers with (imported on first use, so that
-    the load engine does not import the fault package at start-up)."""
-    global _STUB_PATTERN
-    if _STUB_PATTERN is None:
-        from ..faults.probes import _UNHEALTHY_STUB
-
-        _STUB_PATTERN = _UNHEALTHY_STUB
-    return _STUB_PATTERN
+# What Triton answers for a request on a python backend instance whose stub process died.
+UNHEALTHY_STUB = re.compile(r"Stub process '(?P<instance>[^']+)' is not healthy")
 
 DEAD_INSTANCE = "dead_instance"
 TIMEOUT = "timeout"
@@ -63,7 +53,7 @@ _LOG_STUB_EXIT = re.compile(r"Stub process '(?P<instance>[^']+)' is not healthy|
 def classify(reason: str) -> str:
     """The kind of one error reason (one of KINDS)."""
     text = reason or ""
-    if _unhealthy_stub().search(text):
+    if UNHEALTHY_STUB.search(text):
         return DEAD_INSTANCE
     if _CLIENT.search(text):
         return CLIENT
@@ -80,7 +70,7 @@ def classify(reason: str) -> str:
 
 def dead_instance(reason: str) -> str | None:
     """The instance named by a dead-instance error ("Stub process 'm_0_0' is not healthy."), else None."""
-    match = _unhealthy_stub().search(reason or "")
+    match = UNHEALTHY_STUB.search(reason or "")
     return match.group("instance") if match else None
 
 

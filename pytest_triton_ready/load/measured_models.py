@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import note_left_out, ready_models, served_as
+from ..server.models import note_left_out, ready_models, served_as
 from .profile import ModelProfile, profile
 
 

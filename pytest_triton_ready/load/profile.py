@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..models import instance_count
+from ..server.models import instance_count
 from ..yamlschema import Section, setting
 
 DEFAULT_QUEUE_DELAYS_US = [0, 100, 500, 2000, 10000]
@@ -35,7 +35,7 @@ class ModelProfile:
     budget_source: str  # "slo" or "default threshold capacity_default_p99_ms"
     slo_p99_ms: float | None
     min_throughput: float | None
-    pipeline: str | None = None  # "ensemble" or "BLS" (pipelines.py)
+    pipeline: str | None = None  # "ensemble" or "BLS" (server/pipelines.py)
     steps: tuple[str, ...] = ()  # the models an ensemble or BLS model runs through
 
 
@@ -56,7 +56,7 @@ class ModelProfile:
 def profile(settings: Any, model: str, config: dict[str, Any],
             config_of: Callable[[str], dict[str, Any]] | None = None) -> ModelProfile:
     """The model's profile; `config_of` (a model's config by name) finds an ensemble's nested steps."""
-    from ..pipelines import composing_models, pipeline_kind
+    from ..server.pipelines import composing_models, pipeline_kind
 
     bls = getattr(settings, "bls_composing", {}) or {}
     steps = composing_models(model, config_of or (lambda name: config if name == model else {}), bls)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..pipelines import bottleneck, step_times
+from ..server.pipelines import bottleneck, step_times
 
 
 def record_server_side(check: Any, measurement: Any, model: str, steps: Sequence[str] = ()) -> None:

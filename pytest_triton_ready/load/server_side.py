@@ -100,7 +100,7 @@ class ServerProbe:
     def for_target(cls, target: Any, models: list[str], gpu_reader: Any = None) -> ServerProbe:
         """A probe of `models` and of every model they run through (an ensemble's steps, a BLS
         model's declared callees), so that a pipeline's measurement has each step's times."""
-        from ..pipelines import composing_of_any
+        from ..server.pipelines import composing_of_any
 
         steps = composing_of_any(models, target.client.model_config, getattr(target.settings, "bls_composing", {}))
         return cls(lambda path: target.client.raw(path), list(models) + sorted(steps - set(models)),

@@ -12,12 +12,11 @@ from typing import Any
 
 from .. import progress
 from ..facts import StreamingCapacity
-from ..faults.stream_judges import report_stuck
 from .confidence import Estimate, finite
 from .decision import PASS, UNDECIDED
 from .streaming_confidence import success_rule, ttft_rule
 from .streaming_rules import CurveVerdict, StreamingPoint, capacity_is_lower_bound, enough_valid, judge_stream_curve
-from .streaming_stats import StreamStats
+from .streaming_stats import StreamStats, report_stuck
 
 
 @dataclass

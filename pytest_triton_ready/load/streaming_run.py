@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import budget
-from ..models import ready_decoupled_models
 from ..policy import Policy, guard_traffic, policy
+from ..server.models import ready_decoupled_models
 from .decision import Rule
 from .judged import incomplete_unless_failed
 from .streaming import StreamingLoad, StreamingResult

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,3 +220,12 @@ class StreamStats:
                 "requests_per_s": round(self.requests_per_s, 2), "success_rate": self.success_rate,
                 "min_user_tokens_per_s": self.min_user_tokens_per_s,
                 "ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "latency_ms": self.latency_ms}
+
+
+def report_stuck(check: Any, model: str, stuck_requests: Sequence[Any], limit: int = 10) -> None:
+    """Each stream of `model` whose final flag never came, by id (the first `limit`)."""
+    for stuck in stuck_requests[:limit]:
+        check.finding(f"{model}: {stuck.describe()} (a stream whose final flag never came)", model=model,
+                      rule="final-flag", value=stuck.id)
+    if len(stuck_requests) > limit:
+        check.finding(f"{model}: {len(stuck_requests) - limit} more stuck requests", model=model, rule="final-flag")

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..facts import StreamingTargetLoad
-from ..faults.stream_judges import report_stuck
 from .decision import FAIL, Judgement
 from .judged import record_judgement
 from .streaming_confidence import stream_slo_rules, success_rule
 from .streaming_looks import StreamingLooks
-from .streaming_stats import StreamStats
+from .streaming_stats import StreamStats, report_stuck
 
 SINGLE_RESPONSE = ("not applicable: every stream answered with one response, so no inter-token latency exists "
                    "and tokens/s is the request rate; TTFT, the success rate and stuck requests are judged")

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import progress
 from ..facts import Capacity, Facts
-from ..pipelines import step_times
+from ..server.pipelines import step_times
 from .confidence import finite
 from .curve import (
     KNEE_AND_CAPACITY,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..metrics import MetricsSnapshot
+from ..server.metrics import MetricsSnapshot
 from . import alerting
 from .config import MonitoringSettings
 from .prometheus import PrometheusError, PrometheusRunner, find_prometheus

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..metrics import MetricsSnapshot
+from ..server.metrics import MetricsSnapshot
 from .catalogue import LAYERS
 from .config import MonitoringSettings
 from .dashboard import Dashboard, DashboardError, load_dashboard

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..metrics import CORE_FAMILIES, MetricsError, MetricsSnapshot
+from ..server.metrics import CORE_FAMILIES, MetricsError, MetricsSnapshot
 from .traffic import one_request_sender
 
 MOVE_ATTEMPTS = 8  # behind a balancer, one request in N reaches the server whose metrics are read

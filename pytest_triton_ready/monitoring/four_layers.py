@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..facts import MetricLayers
-from ..metrics import MetricsSnapshot
-from ..models import ready_decoupled_models, ready_models
+from ..server.metrics import MetricsSnapshot
+from ..server.models import ready_decoupled_models, ready_models
 from .catalogue import INFRASTRUCTURE, LAYERS
 from .layers import queue_p95_inputs, read_layers, success_rate_input
 from .traffic import probe

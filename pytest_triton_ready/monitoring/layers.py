@@ -9,8 +9,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..gpu import GpuReading, readings_from_metrics
-from ..metrics import MetricsSnapshot
+from ..server.gpu import GpuReading, readings_from_metrics
+from ..server.metrics import MetricsSnapshot
 from .catalogue import BUSINESS, COST, INFRASTRUCTURE, SERVICE_HEALTH
 from .llm import llm_layer_values
 from .values import LayerValue

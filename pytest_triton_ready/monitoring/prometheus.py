@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from ..client import http_status
 from ..errors import TritonReadyError
 from ..launchers.process import end_group, free_port, spawn
+from ..server.client import http_status
 
 JOB = "triton"
 

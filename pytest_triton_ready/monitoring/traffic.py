@@ -8,7 +8,7 @@ from typing import Any
 
 from ..load.streaming_requests import StreamingPlan
 from ..load.streaming_single import stream_once
-from ..models import ready_decoupled_models, ready_models
+from ..server.models import ready_decoupled_models, ready_models
 
 PROBE_REQUESTS_PER_MODEL = 10
 

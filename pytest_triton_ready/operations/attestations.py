@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
 from ..yamlschema import validate
 from .schema import OperationsSection
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..facts import Capacity, Facts, StreamingCapacity
-from ..recorder import CheckRecorder
+from ..record.recorder import CheckRecorder
 from .capacity import FleetPlan, ModelPlan, measured_capacities, model_plan
 from .schema import DeclaredCapacity, DeclaredFleet
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..record.verdict import INCOMPLETE, NOT_READY, READY, overall_verdict, verdict_reason
 from .document import build_document, dumps
-from .verdict import INCOMPLETE, NOT_READY, READY, overall_verdict, verdict_reason
 
 __all__ = ["INCOMPLETE", "NOT_READY", "READY", "build_document", "overall_verdict", "render_files",
            "report_dir_problem", "verdict_reason", "write_reports"]

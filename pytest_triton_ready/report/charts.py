@@ -28,7 +28,7 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
-from .model import Chart
+from ..record.model import Chart
 
 WIDTH_IN = 7.2
 HEIGHT_IN = 3.3

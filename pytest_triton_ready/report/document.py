@@ -12,9 +12,9 @@ import numbers
 from typing import Any
 
 from ..baseline.keynumbers import key_numbers
-from .context import runner_versions
-from .model import SCHEMA_VERSION, Result
-from .verdict import checklist, verdict_counts
+from ..record.model import SCHEMA_VERSION, Result
+from ..record.verdict import checklist, verdict_counts
+from ..run_context import runner_versions
 
 DOCUMENT_KIND = "triton-readiness"
 

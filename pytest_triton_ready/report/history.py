@@ -19,8 +19,8 @@ from typing import Any
 
 from ..baseline import find_runs
 from ..baseline.keynumbers import METRICS, key_numbers, model_label, ordered_models
+from ..record.model import Chart, Series
 from .charts import render_chart
-from .model import Chart, Series
 from .summary import _value
 
 TREND_METRICS = ("capacity", "p99", "soak_drift", "leak_slope", "recovery", "error_rate", "tokens_capacity",

@@ -8,12 +8,12 @@ from typing import Any
 
 from markupsafe import Markup
 
+from ..record.model import PHASES, Verdict
+from ..record.text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark
+from ..record.verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 from .charts import render_chart
 from .document import results_of
-from .model import PHASES, Verdict
 from .summary import fix_first, key_number_table, structured
-from .text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark
-from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 
 TEMPLATE = "readiness.html.j2"
 

@@ -3,8 +3,8 @@ still sees what the check measured, against which threshold, and why it did not 
 
 from __future__ import annotations
 
-from .model import Result
-from .text import format_threshold, format_value, measurement_label
+from ..record.model import Result
+from ..record.text import format_threshold, format_value, measurement_label
 
 
 def junit_properties(result: Result) -> list[tuple[str, str]]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..record.model import Result, Verdict
+from ..record.text import detail, format_bytes, format_threshold, format_value, measurement_label, shorten
+from ..record.verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 from .document import results_of
-from .model import Result, Verdict
 from .summary import fix_first, key_number_table, structured
-from .text import detail, format_bytes, format_threshold, format_value, measurement_label, shorten
-from .verdict import VERDICT_LABELS, VERDICT_SYMBOLS
 
 EVIDENCE_LIMIT = 4000  # characters of one evidence text; job summaries are limited to 1 MiB
 

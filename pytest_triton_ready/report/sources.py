@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TritonReadyError
+from ..record.model import SCHEMA_VERSION
 from .document import DOCUMENT_KIND
-from .model import SCHEMA_VERSION
 from .schema import ReportInvalid, validate
 
 

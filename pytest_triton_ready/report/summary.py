@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..baseline.keynumbers import METRICS, model_label, ordered_models
-from .model import Result, Verdict
-from .text import headline
+from ..record.model import Result, Verdict
+from ..record.text import headline
 
 KEY_COLUMNS = tuple(m for m in METRICS)
 
@@ -132,4 +132,4 @@ def _compact(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["headline"]  # headline lives in report/text.py
+__all__ = ["headline"]  # headline lives in record/text.py

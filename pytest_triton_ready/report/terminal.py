@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Result, Verdict
-from .text import detail, shorten
-from .verdict import VERDICT_LABELS
+from ..record.model import Result, Verdict
+from ..record.text import detail, shorten
+from ..record.verdict import VERDICT_LABELS
 
 VERDICT_MARKUP = {"pass": {"green": True}, "fail": {"red": True, "bold": True}, "error": {"red": True},
                   "incomplete": {"yellow": True}, "not_applicable": {}}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .restricted import API_CATEGORIES, OPEN, REQUIRED_BY_DEFAULT, RESTRICTED, exposures, probe_grpc, probe_http
+from ..server.api_categories import API_CATEGORIES, REQUIRED_BY_DEFAULT
+from .restricted import OPEN, RESTRICTED, exposures, probe_grpc, probe_http
 from .tls import ssl_context
 
 

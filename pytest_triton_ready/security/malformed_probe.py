@@ -10,8 +10,8 @@ from typing import Any
 
 from ..load.streaming_requests import StreamingPlan
 from ..load.streaming_single import send_request
-from ..models import initial_state_of, note_left_out, ready_decoupled_models, ready_models, ready_names
 from ..policy import policy
+from ..server.models import initial_state_of, note_left_out, ready_decoupled_models, ready_models, ready_names
 from .malformed import (
     ACCEPTED,
     NO_ANSWER,

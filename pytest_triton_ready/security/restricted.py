@@ -15,10 +15,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-# Triton's names (--http-restricted-api / --grpc-restricted-protocol).
-API_CATEGORIES = ("health", "metadata", "inference", "shared-memory", "model-config", "model-repository",
-                  "statistics", "trace", "logging")
-REQUIRED_BY_DEFAULT = ("model-repository", "shared-memory", "logging", "trace")
+from ..server.api_categories import API_CATEGORIES
+
 PROBE_MODEL = f"triton-ready-probe-{uuid.uuid4().hex[:12]}-does-not-exist"
 
 OPEN, RESTRICTED, UNREACHABLE = "open", "restricted", "unreachable"

@@ -9,7 +9,7 @@ Public surface (docs/soak.md):
 - `parse_duration("24h")`.
 """
 
-from .duration import format_duration, parse_duration
+from ..duration import format_duration, parse_duration
 from .journal import Journal, JournalError, JournalWriter, is_journal, read_journal
 from .judge import RuleOutcome, SoakEvaluation, evaluate
 from .record import journal_header, record_soak, result_from_journal

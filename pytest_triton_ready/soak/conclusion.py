@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..recorder import CheckRecorder
-from .duration import format_duration
+from ..duration import format_duration
+from ..record.recorder import CheckRecorder
 from .evidence import stand_in
 from .record import record_soak
 from .runner import SoakOutcome

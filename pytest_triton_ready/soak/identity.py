@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..models import config_digest
+from ..server.models import config_digest
 from .model_files import model_files
 
 IDENTITY_FORMAT = 2

@@ -39,10 +39,10 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..duration import format_duration
 from ..load.confidence import Estimate, proportion_interval
 from ..load.decision import FAIL, PASS, Rule, judge
 from ..thresholds import THRESHOLDS, ThresholdValue
-from .duration import format_duration
 from .trend import SPAN_STEPS, Trend, fit, rank_p_value
 from .windows import SoakWindow
 

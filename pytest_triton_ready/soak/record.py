@@ -8,17 +8,19 @@ is judged by the same rules, with the same words, as the run that wrote it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..duration import format_duration
 from ..load.client_health import guard_soak
-from ..recorder import CheckRecorder
-from ..report.model import Evidence, Result, Verdict
-from ..settings import Settings
-from .duration import format_duration
+from ..record.model import Evidence, Result, Verdict
+from ..record.recorder import CheckRecorder
 from .journal import Journal
 from .judge import MB, SoakEvaluation, evaluate
 from .schedule import SoakPlan
 from .windows import SoakWindow
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 CHECK_ID = "PERF-3"
 PHASE = "performance"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from ..launchers.process import tree_processes
-from ..metrics import MetricsError, MetricsSnapshot
+from ..server.metrics import MetricsError, MetricsSnapshot
 
 
 @dataclass

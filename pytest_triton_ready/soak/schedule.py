@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..duration import parse_duration
 from ..errors import TritonReadyError
 from ..facts import Capacity, Facts
 from ..thresholds import THRESHOLDS, ThresholdValue
-from .duration import parse_duration
 from .schema import (
     JOURNAL_NAME,
     LIMIT_NAMES,

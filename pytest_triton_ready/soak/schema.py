@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from ..duration import parse_duration
 from ..thresholds import THRESHOLDS
 from ..yamlschema import Section, setting
-from .duration import parse_duration
 
 JOURNAL_NAME = "soak-journal.jsonl"
 MIN_WINDOW_S = 1.0

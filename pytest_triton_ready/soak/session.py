@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..run import now_iso
+from ..duration import now_iso
 from .journal import JournalWriter
 from .runner import SoakOutcome, run_soak
 from .sampler import Sampler

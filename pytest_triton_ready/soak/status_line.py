@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Callable
 
 from .. import progress
-from .duration import format_duration
+from ..duration import format_duration
 from .windows import SoakWindow
 
 MB = 1024 * 1024

@@ -32,9 +32,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..commands import CommandResult
-from ..commands import run_command as run
-from ..yamlschema import Section, setting
+from .commands import CommandResult
+from .commands import run_command as run
+from .yamlschema import Section, setting
 
 __all__ = ["Command", "CommandResult", "DeclaredFault", "run_declared"]
 

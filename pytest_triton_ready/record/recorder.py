@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from .report.model import Chart, Evidence, Finding, LoadPoint, MeasuredValue, RecordedJudgement, Result, Series, Setting, Verdict
-from .thresholds import ThresholdValue
+from ..thresholds import ThresholdValue
+from .model import Chart, Evidence, Finding, LoadPoint, MeasuredValue, RecordedJudgement, Result, Series, Setting, Verdict
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "<=": operator.le,
@@ -44,7 +44,7 @@ class CheckRecorder:
     def threshold(self, name: str) -> ThresholdValue:
         """The named threshold for this check: the marker's `thresholds={...}` first, then the
         settings (CLI > env > YAML > ini > default)."""
-        from .thresholds import THRESHOLDS
+        from ..thresholds import THRESHOLDS
 
         if name not in THRESHOLDS:
             raise KeyError(f"unknown threshold {name!r}; declare it in thresholds.py")

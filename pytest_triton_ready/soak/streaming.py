@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import progress
-from ..faults.stream_judges import report_stuck
-from ..soak.duration import format_duration
-from ..soak.trend import fit
-from .streaming_stats import StreamStats
+from ..duration import format_duration
+from ..load.streaming_stats import StreamStats, report_stuck
+from .trend import fit
 
 LEAK_RULE = "streaming-memory-leak"
 SAMPLE_EVERY_S = 1.0
@@ -31,7 +30,7 @@ def server_rss(triton: Any) -> float | None:
     if not pid:
         return None
     from ..launchers.process import tree_processes
-    from ..soak.sampler import rss_of
+    from .sampler import rss_of
 
     try:
         return rss_of(tree_processes(pid))
@@ -167,7 +166,7 @@ def record_memory(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
 
 def stream_soak_identity(streaming: Any, models: list[str]) -> dict[str, Any]:
     """The server identity the stream soak runs against (soak/identity.py), with its streams per model."""
-    from ..soak.identity import identity_of
+    from .identity import identity_of
 
     concurrency = int(streaming.n("streaming_concurrency"))
     return identity_of(streaming.triton, streaming.triton.settings, {}, {m: concurrency for m in models})
@@ -176,8 +175,8 @@ def stream_soak_identity(streaming: Any, models: list[str]) -> dict[str, Any]:
 def stream_soak_off(check: Any, settings: Any, identity: dict[str, Any]) -> str | None:
     """With the stream soak off, why PERF-3 is INCOMPLETE; None where soak evidence of a stream soak
     of this deployment judged it (soak/evidence.py)."""
-    from ..soak import soak_limits
-    from ..soak.evidence import STREAM_SOAK, judge_on_evidence
+    from . import soak_limits
+    from .evidence import STREAM_SOAK, judge_on_evidence
 
     if not settings.triton_soak_evidence:
         return ("the stream soak is off (streaming_soak_s = 0) and no soak evidence (--triton-soak-evidence) "
@@ -189,7 +188,7 @@ def stream_soak_off(check: Any, settings: Any, identity: dict[str, Any]) -> str 
 def stream_evidence_stands_in(check: Any, settings: Any, identity: dict[str, Any], unjudged: list[str]) -> list[str]:
     """What stays unjudged once soak evidence of a stream soak of this deployment (if given) judged
     the leak rule this soak could not."""
-    from ..soak import soak_limits
-    from ..soak.evidence import STREAM_SOAK, stand_in
+    from . import soak_limits
+    from .evidence import STREAM_SOAK, stand_in
 
     return stand_in(check, settings.triton_soak_evidence, identity, soak_limits(settings), unjudged, STREAM_SOAK)

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from .errors import TritonReadyError
-from .inputs import InputDeclarations, refusal_hint, synthesize_inputs
+from ..errors import TritonReadyError
+from ..inputs import InputDeclarations, refusal_hint, synthesize_inputs
 
 UNREACHABLE = "cannot reach Triton"
 
@@ -216,7 +216,7 @@ class TritonClient:
 
         inputs = inputs if inputs is not None else self.synthesize(model, batch_size)
         if self.is_sequence_model(model) and not sequence_id:
-            from .inputs import string_corrid
+            from ..inputs import string_corrid
 
             number = int(np.random.default_rng().integers(1, 2**31))
             sequence_id = f"{model}-{number}" if string_corrid(self.model_config(model)) else number

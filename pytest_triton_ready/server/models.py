@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .counterparts import Counterpart, streaming_counterpart
+from ..counterparts import Counterpart, streaming_counterpart
 
 
 def config_digest(config: dict[str, Any]) -> str:

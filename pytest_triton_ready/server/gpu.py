@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .errors import TritonReadyError
+from ..errors import TritonReadyError
 from .metrics import MetricsError, MetricsSnapshot
 
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}

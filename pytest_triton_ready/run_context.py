@@ -10,7 +10,7 @@ def gpu_inventory(target) -> dict[str, Any]:
     with the reason none is visible."""
     if target is None:
         return inventory(None, [], "no server was opened in this run")
-    from ..gpu import GpuReader
+    from .server.gpu import GpuReader
 
     reader = GpuReader.for_target(target)
     try:

@@ -1,7 +1,9 @@
-"""Durations as people write them: 90s, 30m, 24h, 1h30m, or a bare number of seconds."""
+"""Durations as people write them: 90s, 30m, 24h, 1h30m, or a bare number of seconds; and the UTC
+time a record carries (`now_iso`)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
@@ -32,3 +34,8 @@ def format_duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def now_iso() -> str:
+    """Now, in UTC, to the second (ISO 8601): the time a run, a journal or a record starts or ends."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

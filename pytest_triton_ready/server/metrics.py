@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..errors import TritonReadyError
 from .client import describe_connection_error
-from .errors import TritonReadyError
 
 CORE_FAMILIES = (
     "nv_inference_request_success",
