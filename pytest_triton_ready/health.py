@@ -30,12 +30,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .facts import DeadInstances, Facts
 from .load.errors import dead_instance, stub_exits_in_log, summarize_errors
 from .load.stalls import find_stalls
 from .server.models import instance_count, ready_models
+
+if TYPE_CHECKING:
+    from .record.recorder import CheckRecorder
+    from .server.under_test import ServerUnderTest
 
 LOG_LINES = 1_000_000  # the whole server log, for a run's length
 
@@ -80,7 +84,7 @@ def wall_iso(wall: float | None) -> str | None:
 class LoadHealth:
     """The instance-health watch of one load check."""
 
-    def __init__(self, target: Any, check: Any, facts: Facts, models: Iterable[str] | None = None) -> None:
+    def __init__(self, target: ServerUnderTest, check: CheckRecorder, facts: Facts, models: Iterable[str] | None = None) -> None:
         self.target = target
         self.check = check
         self.facts = facts

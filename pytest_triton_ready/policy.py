@@ -23,12 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import TritonReadyError
 from .fault_declarations import FAULT_ACTIONS_HELP, FAULT_KINDS, DeclaredFault, FaultKind
 from .launchers.registry import declared_capabilities
 from .yamlschema import Section, setting
+
+if TYPE_CHECKING:
+    from .record.recorder import CheckRecorder
 
 ALLOW_CLASSES: dict[str, str] = {
     "reload": "load, unload or reload models with a config override (PERF-4 forced reload, CFG-2 batching "
@@ -134,7 +137,7 @@ def policy(settings: Any) -> Policy:
     return Policy.from_settings(settings)
 
 
-def require_allowed(check: Any, settings: Any, kind: str, what: str) -> None:
+def require_allowed(check: CheckRecorder, settings: Any, kind: str, what: str) -> None:
     """The one-line gate at the top of a check: INCOMPLETE naming the switch when `kind` is not
     allowed on this server; nothing when it is (or when the run launched the server)."""
     reason = policy(settings).refusal(kind, what)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .duration import now_iso
 from .facts import Facts
@@ -12,12 +12,15 @@ from .record.model import Result
 from .record.verdict import Gaps, overall_verdict, short_list, verdict_reason
 from .settings import Settings
 
+if TYPE_CHECKING:
+    from .target import Target
+
 
 @dataclass
 class Run:
     settings: Settings
     results: list[Result] = field(default_factory=list)
-    target: Any = None
+    target: Target | None = None
     target_error: str | None = None
     started_at: str = field(default_factory=now_iso)
     finished_at: str | None = None

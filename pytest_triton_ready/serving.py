@@ -10,7 +10,7 @@ found and asks each READY model's ready endpoint. `judge_answers` sends each mod
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from .input_data import InputDataError
 from .inputs import output_mismatches, synthesize_inputs
 from .sequences import check_sequences
 from .server.pipelines import composing_models, failures_between, step_failures
+
+if TYPE_CHECKING:
+    from .record.recorder import CheckRecorder
+    from .server.under_test import ServerUnderTest
 
 UNPARSED = ("its config.pbtxt failed to parse or validate (the server lists it without a state; its log names "
             "the error)")
@@ -63,7 +67,7 @@ def model_states(model: str, entries: list[dict[str, Any]], never_loaded: dict[s
     return states
 
 
-def judge_models_ready(check: Any, target: Any) -> None:
+def judge_models_ready(check: CheckRecorder, target: ServerUnderTest) -> None:
     """Every model in scope is in the repository index, every listed version READY, and a READY
     model's /v2/models/M/ready answers 200; each problem is an error finding with the server's reason."""
     index = index_by_model(target.client.repository_index())
@@ -97,7 +101,7 @@ def same_outputs(first: dict[str, Any], second: dict[str, Any]) -> bool:
 class _Answers:
     """CFG-1's inference rules for one model on one client."""
 
-    def __init__(self, check: Any, target: Any, served: dict[str, str]) -> None:
+    def __init__(self, check: CheckRecorder, target: ServerUnderTest, served: dict[str, str]) -> None:
         self.check, self.target, self.client, self.served = check, target, target.client, served
 
     def judge(self, model: str) -> None:
@@ -173,7 +177,7 @@ class _Answers:
                 check.finding(f"{model}: {problem}", model=model, rule="answer")
 
 
-def judge_answers(check: Any, target: Any, models: list[str], served: dict[str, str]) -> None:
+def judge_answers(check: CheckRecorder, target: ServerUnderTest, models: list[str], served: dict[str, str]) -> None:
     """Every model in `models` answers a real inference with its declared outputs, its declared
     expectations, and (stateless) the same output for the same input."""
     answers = _Answers(check, target, served)

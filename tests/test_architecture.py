@@ -331,6 +331,30 @@ def test_every_package_folder_is_in_the_distribution():
                if not any(fnmatch.fnmatchcase(module_name(init), pattern) for pattern in NOT_PACKAGE_CODE)}
     assert sorted(folders - listed) == []
 
+
+TYPED_ROLES = {"check": "CheckRecorder", "target": "ServerUnderTest"}
+
+
+def untyped_roles(modules: dict[str, Path]) -> list[str]:
+    """A parameter or field named `check` or `target` typed `Any`: the recorder (record/recorder.py)
+    and the server under test (server/under_test.py) have their types."""
+    found = []
+    for name, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.arg):
+                role, annotation = node.arg, node.annotation
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                role, annotation = node.target.id, node.annotation
+            else:
+                continue
+            if role in TYPED_ROLES and isinstance(annotation, ast.Name) and annotation.id == "Any":
+                found.append(f"{name}:{node.lineno} {role}: Any (a {TYPED_ROLES[role]})")
+    return found
+
+
+def test_the_recorder_and_the_server_under_test_are_typed():
+    assert untyped_roles(package_modules()) == []
+
 if __name__ == "__main__":
     text = PICTURE.read_text()
     PICTURE.write_text(text[:text.index(BEGIN) + len(BEGIN)] + "\n" + layer_picture(import_graph()) + "\n"

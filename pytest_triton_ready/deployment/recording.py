@@ -6,7 +6,7 @@ check is NOT APPLICABLE, saying how to give one."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonclient.utils import InferenceServerException
 
@@ -19,13 +19,16 @@ from .judgement import FAIL, INCOMPLETE, NOT_APPLICABLE, PASS, ContainerJudgemen
 from .manifest import Manifest
 from .measured import measured_from
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+
 HOW_TO_GIVE_ONE = ("no deployment given: render the manifests (`helm template RELEASE CHART > rendered.yaml`, or "
                    "`kustomize build`, or `docker compose config > rendered.yaml` for a compose file) and pass "
                    "--triton-deployment=rendered.yaml (or deployment.manifests in the YAML, or "
                    "TRITON_READY_DEPLOYMENT) to judge them against what this run measures")
 
 
-def deployment_or_not_applicable(check: Any, run: Any) -> Manifest:
+def deployment_or_not_applicable(check: CheckRecorder, run: Any) -> Manifest:
     """The run's deployment; NOT APPLICABLE, saying how to give one, without it."""
     if run.deployment is None:
         check.not_applicable(HOW_TO_GIVE_ONE)
@@ -37,12 +40,12 @@ def required_restricted(settings: Any) -> list[str]:
     return list(settings.section_model("security").restricted_apis or REQUIRED_BY_DEFAULT)
 
 
-def limits(check: Any) -> dict[str, ThresholdValue]:
+def limits(check: CheckRecorder) -> dict[str, ThresholdValue]:
     """Every deployment threshold as this check sees it."""
     return {name: check.threshold(name) for name in THRESHOLDS if name.startswith("deployment_")}
 
 
-def run_measured(check: Any, triton: Any, facts: Facts) -> Measured:
+def run_measured(check: CheckRecorder, triton: Any, facts: Facts) -> Measured:
     """This run's measurements: the facts, the in-scope models' configs and the exported metric names."""
     configs: dict[str, Any] | None = {}
     try:
@@ -74,7 +77,7 @@ def _sentence(judgement: ContainerJudgement) -> str:
     return f"{judgement.where}: {judgement.message}{named}"
 
 
-def record(check: Any, judgements: list[ContainerJudgement]) -> None:
+def record(check: CheckRecorder, judgements: list[ContainerJudgement]) -> None:
     """Record every judgement; INCOMPLETE (naming what is missing) where a rule lacked a measurement
     and none failed; NOT APPLICABLE where no rule applied."""
     missing = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.client import http_status
 from ..server.models import initial_state_of
@@ -15,6 +15,9 @@ from .outcomes import NOTHING_IN_FLIGHT, InstanceRestartOutcome, ServerRestartOu
 from .probes import Watcher, wait_until
 from .processes import still_running
 from .timeline import event_time, failed_between, recovered_at
+
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
 
 DOWN_WAIT_S = 10.0  # how long a crash may take to show as a server that stops answering
 
@@ -292,7 +295,7 @@ def catching(function: Callable[[], Any], errors: list[BaseException]) -> Callab
 
 
 
-def ready_endpoint(target: Any, model: str) -> str:
+def ready_endpoint(target: ServerUnderTest, model: str) -> str:
     """The endpoint whose 200 means "ready" for a restart or shutdown watch: /v2/health/ready, or,
     where it was not 200 when the run started (a model that failed to load keeps strict
     readiness at 400), the experiment's model's own ready endpoint."""

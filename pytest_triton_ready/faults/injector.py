@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..launchers.process import last_error_line
 from ..load.streaming_single import stream_once
@@ -31,11 +31,14 @@ from .reload_experiments import ForcedReload, VersionRolloutExperiment, with_rel
 from .schema import FaultPlan
 from .timeline import event_time, failed_between, peak_p99_ms, steady_state
 
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
+
 
 class FaultInjector:
     """Fault injection against one Target, with traffic from one LoadEngine."""
 
-    def __init__(self, target: Any, engine: Any, plan: FaultPlan, success_rate_min: float = 0.999) -> None:
+    def __init__(self, target: ServerUnderTest, engine: Any, plan: FaultPlan, success_rate_min: float = 0.999) -> None:
         self.target = target
         self.engine = engine
         self.plan = plan

@@ -6,14 +6,17 @@ experiment, record it (recording.record_outcome) and call the judge."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..load.errors import dead_instances
 from .outcomes import InstanceRestartOutcome, ReloadOutcome, ServerRestartOutcome, ShutdownOutcome
 from .recording import seconds
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
-def judge_reload(check: Any, outcome: ReloadOutcome, what: str, rate_per_s: float) -> None:
+
+def judge_reload(check: CheckRecorder, outcome: ReloadOutcome, what: str, rate_per_s: float) -> None:
     """A reload (or rollout) under traffic fails no request (reload_failed_requests_max) and the
     reloaded model (or new version) serves within reload_serve_max_s."""
     model = outcome.model
@@ -41,7 +44,7 @@ def judge_reload(check: Any, outcome: ReloadOutcome, what: str, rate_per_s: floa
                         "is ready), never with unload + load; keep enough instances for the old and new copies.")
 
 
-def judge_dead_instance(check: Any, outcome: InstanceRestartOutcome, version: str, recovery_timeout_s: float) -> None:
+def judge_dead_instance(check: CheckRecorder, outcome: InstanceRestartOutcome, version: str, recovery_timeout_s: float) -> None:
     """The ready endpoints stop answering 200 while an instance is dead, and unload + load revives
     every instance within instance_recovery_max_s."""
     model, dead = outcome.model, outcome.instance
@@ -91,7 +94,7 @@ def judge_dead_instance(check: Any, outcome: InstanceRestartOutcome, version: st
                   model=model)
 
 
-def judge_server_restart(check: Any, outcome: ServerRestartOutcome, recovery_timeout_s: float, protocol: str) -> None:
+def judge_server_restart(check: CheckRecorder, outcome: ServerRestartOutcome, recovery_timeout_s: float, protocol: str) -> None:
     """After a crash and restart the first correct answer comes within server_restart_max_s and no
     process of the crashed server is left."""
     model = outcome.model
@@ -115,7 +118,7 @@ def judge_server_restart(check: Any, outcome: ServerRestartOutcome, recovery_tim
                         "grpc.max_reconnect_backoff_ms) or let the load balancer retry on another replica.")
 
 
-def judge_sigterm(check: Any, outcome: ShutdownOutcome) -> None:
+def judge_sigterm(check: CheckRecorder, outcome: ShutdownOutcome) -> None:
     """SIGTERM under traffic drops readiness first (shutdown_ready_drop_max_s), loses no request
     (shutdown_lost_requests_max), and the server exits by itself, code 0, within its exit timeout,
     leaving nothing behind."""
@@ -162,7 +165,7 @@ def judge_sigterm(check: Any, outcome: ShutdownOutcome) -> None:
         check.measure("time to start the server again after the shutdown", seconds(outcome.restart_s), "s")
 
 
-def left_behind(check: Any, pids: list[int] | None, how: str) -> None:
+def left_behind(check: CheckRecorder, pids: list[int] | None, how: str) -> None:
     """No process of the `how` (killed, stopped) server may be left running."""
     if pids is None:
         check.finding(f"processes of the {how} server could not be checked: they are not visible from this host "

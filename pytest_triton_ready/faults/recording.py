@@ -4,13 +4,16 @@ errors by reason, notes, and whether the server was restored for the checks afte
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..facts import Drain, ServerStart
 from .outcomes import Outcome, ServerRestartOutcome, ShutdownOutcome
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
-def record_outcome(check: Any, outcome: Outcome, rate_per_s: float | None = None) -> None:
+
+def record_outcome(check: CheckRecorder, outcome: Outcome, rate_per_s: float | None = None) -> None:
     """Chart, evidence and informational measurements every experiment shares."""
     series, markers = outcome.chart()
     if series.get("successes per bin"):
@@ -43,7 +46,7 @@ def seconds(value: float | None) -> float | None:
     return round(value, 3) if value is not None else None
 
 
-def fault_model(faults: Any, check: Any, streaming: bool = True) -> str:
+def fault_model(faults: Any, check: CheckRecorder, streaming: bool = True) -> str:
     """The model to break: a stateless unary one; where there is none, a decoupled one under
     streamed traffic (`streaming`), else INCOMPLETE naming what is missing. A model that is a step
     of a pipeline gets a warning: the fault breaks the pipeline too while it lasts."""
@@ -61,7 +64,7 @@ def fault_model(faults: Any, check: Any, streaming: bool = True) -> str:
     return model
 
 
-def publish_outcome(facts: Any, kind: type, outcome: Outcome, check: Any, recovery_s: float | None) -> None:
+def publish_outcome(facts: Any, kind: type, outcome: Outcome, check: CheckRecorder, recovery_s: float | None) -> None:
     """Leave the experiment's result for the checks after it as a typed fact (`kind`)."""
     facts.publish(kind(passed=outcome.incomplete is None and not check.failed, failed_requests=outcome.failed_requests,
                        recovery_s=recovery_s, model=outcome.model, incomplete=outcome.incomplete))
@@ -76,7 +79,7 @@ def publish_start_and_drain(facts: Any, outcome: Outcome) -> None:
         facts.publish(Drain(round(outcome.exit_s, 3), sum(outcome.refused.values()), outcome.exit_timeout_s))
 
 
-def recorded_and_judgeable(faults: Any, check: Any, outcome: Outcome) -> bool:
+def recorded_and_judgeable(faults: Any, check: CheckRecorder, outcome: Outcome) -> bool:
     """Record an experiment's outcome (timeline, steady state, errors, commands, restore); INCOMPLETE
     with its reason when it could not judge anything. False when a declared command failed (an error
     finding with its output: nothing to judge)."""

@@ -3,14 +3,17 @@ record: what was measured, compared with which threshold, and what a failure nam
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..load.streaming_rules import read_shutdown_log, readiness_gates
 from ..load.streaming_stats import report_stuck
 from .stream_experiments import DeadStubOutcome, StreamShutdownOutcome
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
-def judge_streaming_sigterm(check: Any, outcome: StreamShutdownOutcome, version: str) -> None:
+
+def judge_streaming_sigterm(check: CheckRecorder, outcome: StreamShutdownOutcome, version: str) -> None:
     """Every stream in flight at SIGTERM ends with its final response (at most
     shutdown_lost_requests_max cut off), none hangs, the server exits by itself with code 0 within
     its exit timeout; a drain that did not count the streams in flight is named."""
@@ -61,7 +64,7 @@ def judge_streaming_sigterm(check: Any, outcome: StreamShutdownOutcome, version:
                    else log[-3000:])
 
 
-def judge_streaming_dead_stub(check: Any, outcome: DeadStubOutcome, version: str) -> None:
+def judge_streaming_dead_stub(check: CheckRecorder, outcome: DeadStubOutcome, version: str) -> None:
     """The streams the dead stub served end (an error, never a hang), the ready endpoints stop
     answering 200 (model readiness shows a dead stub from Triton 2.64, strict server readiness from
     2.68; the finding says which this server is), and unload + load brings streaming back within

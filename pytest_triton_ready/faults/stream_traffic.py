@@ -17,7 +17,7 @@ Requests ask for `STREAM_TOKENS` tokens each and count as failed without a final
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..load.errors import UNHEALTHY_STUB
 from ..load.streaming import StreamingLoad, StreamingResult
@@ -27,6 +27,9 @@ from ..load.timeline import Timeline
 from .experiment import run_experiment
 from .probes import InstanceProbe
 from .recording import record_outcome
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 STREAM_TOKENS = 16
 STREAM_DEADLINE_S = 10.0
@@ -214,7 +217,7 @@ def judge_probe(model: str, result: StreamingResult, reference: list[str] | None
     return probe
 
 
-def run_streaming_fault(faults: Any, check: Any, experiment: Any, model: str, **options: Any) -> Any:
+def run_streaming_fault(faults: Any, check: CheckRecorder, experiment: Any, model: str, **options: Any) -> Any:
     """Run a streaming fault experiment (faults/stream_experiments.py) through the one skeleton with
     the check's token budget and deadline, and record its timeline; INCOMPLETE with the reason when
     it could not judge anything."""

@@ -19,7 +19,7 @@ a pass. The restore action (if declared) runs afterwards, in the skeleton's `fin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..commands import run_command
@@ -29,6 +29,9 @@ from ..faults.probes import Watcher
 from ..faults.schema import FaultPlan
 from ..faults.timeline import event_time
 from ..server.client import http_status
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 KILL_TIMEOUT_S = 60.0
 RESTORE_TIMEOUT_S = 180.0
@@ -179,7 +182,7 @@ class ReplicaDeath(Experiment):
         return result
 
 
-def judge_replica_death(check: Any, outcome: DeathOutcome, success_min: Any) -> None:
+def judge_replica_death(check: CheckRecorder, outcome: DeathOutcome, success_min: Any) -> None:
     """PERF-4's rules on a replica death: the share lost after the kill within
     fleet_death_lost_fraction_max, the reroute within fleet_death_reroute_max_s, the success rate
     after the reroute at `success_min`."""

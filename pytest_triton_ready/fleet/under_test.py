@@ -4,7 +4,7 @@ several servers that the settings do not name)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..load.server_side import several_servers
 from ..record.recorder import CheckRecorder
@@ -13,6 +13,9 @@ from ..server.models import is_decoupled, ready_models, ready_names
 from .discovery import resolve_fleet
 from .spread import ReplicaCounters, read_counters
 from .targets import DiscoveryError, Fleet, Replica
+
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
 
 STATISTICS_READS = 6
 
@@ -45,7 +48,7 @@ class FleetUnderTest:
         return LoadEngine(self.clients[replica.name], replica.grpc_url, replica.http_url, self.settings.headers,
                           max(30.0, self.settings.triton_request_timeout), settings=self.settings)
 
-    def choose_model(self, target: Any) -> str | None:
+    def choose_model(self, target: ServerUnderTest) -> str | None:
         """`fleet.models[0]` when READY on the balancer, else the first READY stateless model in scope."""
         ready = ready_names(target.client)
         if self.section.models:
@@ -74,7 +77,7 @@ class FleetUnderTest:
             client.close()
 
 
-def models_on_balancer(target: Any) -> list[str]:
+def models_on_balancer(target: ServerUnderTest) -> list[str]:
     """The models in scope that are READY through the balancer, sorted: what every replica must serve."""
     return sorted(ready_names(target.client) & set(target.models()))
 
@@ -83,7 +86,7 @@ class UndeclaredFleet(str):
     """Why the URL is known to reach several servers although the settings name no replicas."""
 
 
-def undeclared_fleet(target: Any) -> UndeclaredFleet | None:
+def undeclared_fleet(target: ServerUnderTest) -> UndeclaredFleet | None:
     """One inference (so the servers' counters differ), then STATISTICS_READS reads of every model's
     statistics; a counter that goes backwards proves more than one server behind the URL. A server
     this run started is one server."""
@@ -108,7 +111,7 @@ def undeclared_fleet(target: Any) -> UndeclaredFleet | None:
 FleetOrReason = FleetUnderTest | DiscoveryError | UndeclaredFleet | None
 
 
-def fleet_of(target: Any, settings: Any) -> FleetOrReason:
+def fleet_of(target: ServerUnderTest, settings: Any) -> FleetOrReason:
     """The fleet under test; a DiscoveryError when its replicas could not be found; None when the
     settings name no replicas and the URL shows one server; an UndeclaredFleet when it shows several."""
     try:
@@ -134,7 +137,7 @@ def require_fleet(fleet: FleetOrReason, check: CheckRecorder) -> FleetUnderTest:
     return fleet
 
 
-def require_model(fleet: FleetUnderTest, target: Any, check: CheckRecorder) -> str:
+def require_model(fleet: FleetUnderTest, target: ServerUnderTest, check: CheckRecorder) -> str:
     """The model to load the fleet with; INCOMPLETE when there is none."""
     model = fleet.choose_model(target)
     if model is None:

@@ -4,7 +4,7 @@ and record its findings (checks/test_config.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..policy import policy
 from ..server.models import ready_names
@@ -13,6 +13,10 @@ from .engine import LintContext, UnknownRule, lint
 from .model_memory import NotMeasured, measure_model_memory
 from .model_rules import has_gpu_instances
 from .sources import DeploymentConfigs, deployment_configs, repository_models
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
 
 RELOADS = "measuring a model's GPU memory unloads and reloads it"
 FIX = ("Fix each config.pbtxt named above; docs/config-rules.md explains every rule id, and "
@@ -32,7 +36,7 @@ def memory_unmeasured_reason(model: str, *, enabled: bool, refusal: str | None, 
     return None
 
 
-def _measure_model_memory(check: Any, target: Any, settings: Any, gpu: Any, found: DeploymentConfigs,
+def _measure_model_memory(check: CheckRecorder, target: ServerUnderTest, settings: Any, gpu: Any, found: DeploymentConfigs,
                           context: LintContext) -> None:
     """Each GPU model's memory (unloaded vs loaded) into the context, or why it was not measured."""
     readings = context.gpus or []
@@ -56,7 +60,7 @@ def _measure_model_memory(check: Any, target: Any, settings: Any, gpu: Any, foun
                       model=source.name)
 
 
-def deployment_context(check: Any, target: Any, settings: Any, gpu: Any, found: DeploymentConfigs) -> LintContext:
+def deployment_context(check: CheckRecorder, target: ServerUnderTest, settings: Any, gpu: Any, found: DeploymentConfigs) -> LintContext:
     """What the rules know about this deployment beyond each config."""
     context = lint_context(settings, [s.name for s in found.sources])
     context.repository = repository_models(target, found)
@@ -68,7 +72,7 @@ def deployment_context(check: Any, target: Any, settings: Any, gpu: Any, found: 
     return context
 
 
-def lint_deployment(check: Any, target: Any, settings: Any, gpu: Any) -> None:
+def lint_deployment(check: CheckRecorder, target: ServerUnderTest, settings: Any, gpu: Any) -> None:
     """Every config parses against ModelConfig and breaks no lint rule of severity error; a syntax
     error is an error finding; warnings are recorded without failing; no config at all is INCOMPLETE."""
     found = deployment_configs(target)

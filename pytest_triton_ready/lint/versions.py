@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .modelconfig import ModelSource
 from .sources import DeploymentConfigs
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 
 def describe_policy(config) -> str:
@@ -75,7 +78,7 @@ def policy_problems(source: ModelSource, versions: list[int]) -> list[tuple[str,
     return problems
 
 
-def judge_version_policy(check: Any, found: DeploymentConfigs, index: list[dict[str, Any]],
+def judge_version_policy(check: CheckRecorder, found: DeploymentConfigs, index: list[dict[str, Any]],
                          rollouts: dict[str, str]) -> None:
     """CFG-3: every config writes its version_policy out, the server serves exactly the versions it
     selects, and a model under a declared rollout has at least two versions servable. Live configs

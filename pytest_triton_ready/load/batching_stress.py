@@ -9,7 +9,7 @@ named as not verified here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..server.models import ready_decoupled_models
@@ -19,13 +19,16 @@ from .judged import record_judgement, record_reuse
 from .profile import ModelProfile
 from .server_record import record_server_side
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+
 
 def saturation_concurrency(prof: ModelProfile, cap: int) -> int:
     """The model's saturation concurrency, at most `cap` (curve_max_concurrency) when it is set."""
     return min(prof.saturation_concurrency, cap) if cap > 0 else prof.saturation_concurrency
 
 
-def batched_in_scope(triton: Any, check: Any, profiles: Sequence[ModelProfile]) -> list[ModelProfile]:
+def batched_in_scope(triton: Any, check: CheckRecorder, profiles: Sequence[ModelProfile]) -> list[ModelProfile]:
     """The models CFG-2 drives: batched with dynamic_batching. Ends the check INCOMPLETE or NOT
     APPLICABLE where there is none, and warns about models it cannot verify (decoupled ones) or
     that batch nothing (max_batch_size without dynamic_batching)."""
@@ -50,7 +53,7 @@ def batched_in_scope(triton: Any, check: Any, profiles: Sequence[ModelProfile]) 
     return batched
 
 
-def stress(load: Any, check: Any, health: Any, batched: Sequence[ModelProfile]) -> list[str]:
+def stress(load: Any, check: CheckRecorder, health: Any, batched: Sequence[ModelProfile]) -> list[str]:
     """Measure and judge every batched model at saturation; the reasons left undecided."""
     cap = int(check.threshold("curve_max_concurrency").value)
     min_batch = check.threshold("batching_min_average_batch_size")
@@ -71,7 +74,7 @@ def stress(load: Any, check: Any, health: Any, batched: Sequence[ModelProfile]) 
     return undecided
 
 
-def judge_batching(check: Any, prof: ModelProfile, measurement: Any, min_batch: Any) -> list[str]:
+def judge_batching(check: CheckRecorder, prof: ModelProfile, measurement: Any, min_batch: Any) -> list[str]:
     """Record one model's saturation measurement and judge its batches; the reasons left undecided."""
     model = prof.model
     check.measure("throughput", round(measurement.stats.throughput_infer_s, 1), "infer/s", model=model)

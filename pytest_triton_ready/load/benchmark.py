@@ -7,7 +7,7 @@ the check INCOMPLETE, naming it; a dead instance is the finding and its numbers 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..facts import Facts, TargetLoad
@@ -19,8 +19,11 @@ from .profile import ModelProfile
 from .server_record import record_server_side
 from .target_rules import POISSON_SIGMAS, achieved_ratio, backlog, min_throughput_floor
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
-def benchmark(load: Any, check: Any, health: Any, profiles: Sequence[ModelProfile], facts: Facts) -> str | None:
+
+def benchmark(load: Any, check: CheckRecorder, health: Any, profiles: Sequence[ModelProfile], facts: Facts) -> str | None:
     """Measure and judge every profile at its target load; the sentence that makes the check
     INCOMPLETE (rules too close to call, invalid measurements), or None."""
     success_min = check.threshold("success_rate_min")
@@ -40,7 +43,7 @@ def benchmark(load: Any, check: Any, health: Any, profiles: Sequence[ModelProfil
     return "not decided: " + "; ".join(undecided) if undecided else None
 
 
-def measure_at_target(load: Any, check: Any, prof: ModelProfile, success_min: float, facts: Facts) -> tuple[Any, str]:
+def measure_at_target(load: Any, check: CheckRecorder, prof: ModelProfile, success_min: float, facts: Facts) -> tuple[Any, str]:
     """(measurement, label) at the model's target load, its SLO rules judged; the target load is
     published (a `TargetLoad` fact)."""
     model = prof.model
@@ -59,7 +62,7 @@ def measure_at_target(load: Any, check: Any, prof: ModelProfile, success_min: fl
     return measurement, f"concurrency {concurrency}"
 
 
-def judge_at_target(load: Any, check: Any, prof: ModelProfile, measurement: Any, success_min: Any) -> list[str]:
+def judge_at_target(load: Any, check: CheckRecorder, prof: ModelProfile, measurement: Any, success_min: Any) -> list[str]:
     """Record and judge one model's target-load measurement; the sentences of what it left
     undecided."""
     model, stats = prof.model, measurement.stats
@@ -107,7 +110,7 @@ def success_finding(model: str, stats: Any, success_min: float) -> str:
             + (f"; errors: {errors}" if errors else ""))
 
 
-def judge_target_rate(check: Any, model: str, rate: float, measurement: Any) -> None:
+def judge_target_rate(check: CheckRecorder, model: str, rate: float, measurement: Any) -> None:
     """At a min_throughput target: achieved / offered in the same windows, the backlog left in flight
     counted as offered and not achieved (load/target_rules.py), and the measured throughput against
     the SLO's rate less the Poisson arrivals' sampling noise."""

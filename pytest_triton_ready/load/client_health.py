@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .decision import FAIL, UNDECIDED, Judgement
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 BEHIND = "the load generator fell behind"
 ADVICE = "run the client on its own cores or lower the rate"
@@ -126,7 +129,7 @@ def saturated(stats: Any, workers: int, limits: ClientLimits) -> str | None:
     return None
 
 
-def record_client_health(check: Any, measurement: Any, model: str | None = None) -> None:
+def record_client_health(check: CheckRecorder, measurement: Any, model: str | None = None) -> None:
     """The load generator's health over a measurement's reported windows, as measurements with
     units on `check` (evidence: nothing is compared here), and where it was saturated, say so."""
     stats = measurement.stats

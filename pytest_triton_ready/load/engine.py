@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .background import BackgroundTraffic
 from .client_health import ClientLimits, fell_behind, guard, is_behind, saturated
@@ -35,6 +35,9 @@ from .stats import Stats, Tally, merged
 from .timeline import Timeline
 from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
 from .workers import auto_workers, run_in_workers
+
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
 
 
 @dataclass
@@ -141,7 +144,7 @@ class LoadEngine:
         self.request_timeout_s: float | None = _request_timeout(settings)
 
     @classmethod
-    def for_target(cls, target: Any, gpu_reader: Any = None) -> LoadEngine:
+    def for_target(cls, target: ServerUnderTest, gpu_reader: Any = None) -> LoadEngine:
         settings = target.settings
         return cls(target.client, target.endpoints.grpc_url, target.endpoints.http_url, settings.headers,
                    max(30.0, settings.triton_request_timeout),

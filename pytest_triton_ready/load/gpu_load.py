@@ -6,10 +6,13 @@ above it, said more urgently when the driven models' pending requests grow)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 
-def gpu_utilization_under_load(load: Any, check: Any, concurrency: Mapping[str, int]) -> None:
+def gpu_utilization_under_load(load: Any, check: CheckRecorder, concurrency: Mapping[str, int]) -> None:
     """Drive `concurrency` (model -> requests in flight) and judge the GPUs' utilization band;
     INCOMPLETE where no window could read it."""
     rules = load.rules()
@@ -35,7 +38,7 @@ def pending_requests(windows: list[Any], driven: Mapping[str, int]) -> list[floa
     return [sum(m.pending_requests or 0 for name, m in w.server.models.items() if name in driven) for w in windows]
 
 
-def judge_utilization_band(check: Any, utilization: float, pending: list[float]) -> None:
+def judge_utilization_band(check: CheckRecorder, utilization: float, pending: list[float]) -> None:
     """Mean utilization within gpu_utilization_min..max, each side with its recommendation."""
     low, high = check.threshold("gpu_utilization_min"), check.threshold("gpu_utilization_max")
     if not check.measure("GPU utilization (mean)", round(utilization, 3), "ratio", threshold=low, comparison=">="):

@@ -4,13 +4,16 @@ as evidence either way."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .client_health import is_behind
 from .decision import FAIL, PASS, UNDECIDED, UNMEASURED, Judgement
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
-def record_judgement(check: Any, judgement: Judgement, *, model: str | None = None, threshold: Any = None,
+
+def record_judgement(check: CheckRecorder, judgement: Judgement, *, model: str | None = None, threshold: Any = None,
                      finding: str | None = None, rule: str | None = None, digits: int | None = None) -> str | None:
     """Record `judgement` on `check`. Decided: measured against its threshold (a failure adds
     `finding`); too close to call: measured without one, and the sentence that makes the check
@@ -41,7 +44,7 @@ def record_judgement(check: Any, judgement: Judgement, *, model: str | None = No
     return f"{where}{UNDECIDED}: {judgement.describe()}"
 
 
-def record_reuse(check: Any, model: str, label: str, measurement: Any) -> None:
+def record_reuse(check: CheckRecorder, model: str, label: str, measurement: Any) -> None:
     """Where a measurement is the windows of an earlier one in this run (LoadEngine.measure's
     `reuse`), say so: which load point, how long before, how many windows."""
     if measurement.reused_after_s is None:
@@ -64,7 +67,7 @@ def _margin(judgement: Judgement) -> str:
     return f" (margin {margin:+.4g}{unit})"
 
 
-def incomplete_unless_failed(check: Any, reason: str | None) -> None:
+def incomplete_unless_failed(check: CheckRecorder, reason: str | None) -> None:
     """Measurements that could not decide (`reason`): the check ends INCOMPLETE, unless it already
     failed on what was decided, where the reason stays as a warning."""
     if reason is None:

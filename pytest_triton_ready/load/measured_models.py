@@ -4,13 +4,16 @@ budget is not its SLO's."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.models import note_left_out, ready_models, served_as
 from .profile import ModelProfile, profile
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
-def profiles_in_scope(triton: Any, check: Any = None) -> list[ModelProfile]:
+
+def profiles_in_scope(triton: Any, check: CheckRecorder = None) -> list[ModelProfile]:
     """A load profile per READY model in scope; with `check`, the models left out and the
     versions measured are recorded on it."""
     models = ready_models(triton)
@@ -21,7 +24,7 @@ def profiles_in_scope(triton: Any, check: Any = None) -> list[ModelProfile]:
     return [profile(triton.settings, m, triton.client.model_config(m), triton.client.model_config) for m in models]
 
 
-def budget_note(check: Any, prof: ModelProfile) -> None:
+def budget_note(check: CheckRecorder, prof: ModelProfile) -> None:
     """Say where 'within SLO' is judged against a budget other than a p99 SLO."""
     if prof.slo_p99_ms is None:
         check.finding(f"{prof.model}: no p99 SLO configured; 'within SLO' uses the {prof.budget_source} "

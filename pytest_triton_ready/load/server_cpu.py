@@ -5,11 +5,14 @@ server is a process of this host (the launcher says so); None elsewhere (an atta
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import psutil
 
 from ..launchers.process import tree_processes
+
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
 
 
 def _tree_cpu_s(pid: int) -> float:
@@ -27,7 +30,7 @@ def _tree_cpu_s(pid: int) -> float:
 class ServerCpu:
     """`start()` before a measurement, `cores()` after it: the server's CPU over that span."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: ServerUnderTest) -> None:
         launcher = getattr(target, "launcher", None)
         readable = launcher is not None and launcher.capabilities.can_read_process_memory
         self._pid = (lambda: launcher.pid) if readable else (lambda: None)

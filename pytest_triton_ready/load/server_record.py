@@ -5,12 +5,15 @@ model's queue and compute time, the slowest step, and the steps that failed requ
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.pipelines import bottleneck, step_times
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
-def record_server_side(check: Any, measurement: Any, model: str, steps: Sequence[str] = ()) -> None:
+
+def record_server_side(check: CheckRecorder, measurement: Any, model: str, steps: Sequence[str] = ()) -> None:
     """The server's view of `measurement` (stage times, batch sizes, queue share) as measurements;
     a warning where the windows mixed servers; the composing `steps` of a pipeline too."""
     if measurement.server is not None and measurement.server.mixed_servers:
@@ -34,7 +37,7 @@ def record_server_side(check: Any, measurement: Any, model: str, steps: Sequence
         check.measure("queue share of server latency", round(server.queue_share, 3), "ratio", model=model)
 
 
-def record_steps(check: Any, measurement: Any, model: str, steps: list[str]) -> None:
+def record_steps(check: CheckRecorder, measurement: Any, model: str, steps: list[str]) -> None:
     """An ensemble's or BLS model's composing models: queue and compute time per request over the
     same windows (as perf_analyzer reports them), and the slowest step named."""
     times = step_times(measurement.server, steps)
@@ -55,7 +58,7 @@ def record_steps(check: Any, measurement: Any, model: str, steps: list[str]) -> 
                       rule="pipeline-bottleneck")
 
 
-def record_step_failures(check: Any, measurement: Any, model: str, times: Sequence[Any]) -> bool:
+def record_step_failures(check: CheckRecorder, measurement: Any, model: str, times: Sequence[Any]) -> bool:
     """An error finding for each composing model that failed requests during the measurement
     (said to be swallowed where the pipeline itself answered without errors); True if any did."""
     for step in (t for t in times if t.failed):

@@ -17,7 +17,10 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
 
 STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
 MIXED_SERVERS = "statistics counters went backwards between two snapshots"
@@ -97,7 +100,7 @@ class ServerProbe:
         self.gpu_reader = gpu_reader
 
     @classmethod
-    def for_target(cls, target: Any, models: list[str], gpu_reader: Any = None) -> ServerProbe:
+    def for_target(cls, target: ServerUnderTest, models: list[str], gpu_reader: Any = None) -> ServerProbe:
         """A probe of `models` and of every model they run through (an ensemble's steps, a BLS
         model's declared callees), so that a pipeline's measurement has each step's times."""
         from ..server.pipelines import composing_of_any

@@ -4,7 +4,7 @@ its median agrees with the client's TTFT median (load/streaming_rules.py reads t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .streaming_rules import (
     FIRST_RESPONSE_FAMILIES,
@@ -14,6 +14,9 @@ from .streaming_rules import (
     histogram_quantile,
     server_counted_requests,
 )
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 PROBE_CONCURRENCY = 2
 PROBE_S = 2.0
@@ -37,7 +40,7 @@ def probe_agreement(streaming: Any, metrics: Any, model: str) -> int:
     return compared
 
 
-def record_counter(check: Any, model: str, counted: float | None, completed: int) -> None:
+def record_counter(check: CheckRecorder, model: str, counted: float | None, completed: int) -> None:
     """The success counter's rise against the requests the client completed."""
     check.measure(f"server {SUCCESS_COUNTER} rise", counted, "requests", model=model, threshold=completed,
                   comparison=">=",
@@ -50,7 +53,7 @@ def record_counter(check: Any, model: str, counted: float | None, completed: int
                        f"series with model=\"{model}\"")
 
 
-def record_histograms(check: Any, model: str, before: Any, after: Any, client_p50: float | None) -> int:
+def record_histograms(check: CheckRecorder, model: str, before: Any, after: Any, client_p50: float | None) -> int:
     """Each first-response histogram's median against the client's TTFT median; returns how many
     histograms had observations."""
     agreement = check.threshold("streaming_ttft_agreement_ms")

@@ -5,7 +5,7 @@ no error in any chunk. Each part records on the check."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from .streaming_requests import StreamingPlan
 from .streaming_single import answer_values, stream_arrays
 from .streaming_sse import generate_stream, sse_body
 from .streaming_stats import RequestRecord
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 QUESTION = "Is this deployment ready for production?"
 ANSWER_TOKENS = 8
@@ -55,7 +58,7 @@ def _send(streaming: Any, plan: StreamingPlan, arrays: dict[str, np.ndarray], re
                          timeout_s=streaming.n("streaming_final_deadline_s"), headers=streaming.triton.settings.headers)
 
 
-def record_answer(check: Any, model: str, plan: StreamingPlan, answer: RequestRecord, deadline_s: float) -> None:
+def record_answer(check: CheckRecorder, model: str, plan: StreamingPlan, answer: RequestRecord, deadline_s: float) -> None:
     """The final flag, the output tokens, the output contract and the TTFT of one answer."""
     check.measure("final flag received", answer.final, model=model, threshold=True, comparison="==",
                   finding=f"{model}: request {answer.id} got {answer.tokens} tokens in {answer.responses} responses and "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..facts import StreamingCapacity
@@ -17,6 +17,9 @@ from .decision import PASS, UNDECIDED
 from .streaming_confidence import success_rule, ttft_rule
 from .streaming_rules import CurveVerdict, StreamingPoint, capacity_is_lower_bound, enough_valid, judge_stream_curve
 from .streaming_stats import StreamStats, report_stuck
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 
 @dataclass
@@ -63,7 +66,7 @@ def sweep_streams(streaming: Any, model: str, ttft_budget_ms: float, models_left
     return swept
 
 
-def record_point(check: Any, model: str, swept: SweptPoint, length: str) -> None:
+def record_point(check: CheckRecorder, model: str, swept: SweptPoint, length: str) -> None:
     c, stats, point = swept.point.concurrency, swept.stats, swept.point
     check.measure(f"output tokens/s at concurrency {c}", round(stats.output_tokens_per_s, 2), "tokens/s", model=model)
     check.measure(f"TTFT p99 at concurrency {c}", stats.ttft_ms["p99"], "ms", model=model)
@@ -109,7 +112,7 @@ def stream_curve_charts(points: Sequence[StreamingPoint], ttft_budget_ms: float)
     }
 
 
-def record_stream_curve(check: Any, model: str, swept: Sequence[SweptPoint], ttft_budget_ms: float) -> CurveVerdict:
+def record_stream_curve(check: CheckRecorder, model: str, swept: Sequence[SweptPoint], ttft_budget_ms: float) -> CurveVerdict:
     """Judge the curve and record its charts, knee, margins and falls; returns the verdict."""
     points = [s.point for s in swept]
     verdict = judge_stream_curve(points, ttft_budget_ms, check.threshold("curve_knee_fraction").value,
@@ -132,7 +135,7 @@ def record_stream_curve(check: Any, model: str, swept: Sequence[SweptPoint], ttf
     return verdict
 
 
-def record_stream_capacity(check: Any, model: str, swept: Sequence[SweptPoint], verdict: CurveVerdict,
+def record_stream_capacity(check: CheckRecorder, model: str, swept: Sequence[SweptPoint], verdict: CurveVerdict,
                     ttft_budget_ms: float, instances: int) -> tuple[StreamingCapacity, str | None]:
     """Record the best point within the TTFT SLO; returns the capacity fact and why the check
     cannot decide (no point decided within the SLO while one is too close to call), or None."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import budget
 from ..policy import Policy, guard_traffic, policy
@@ -23,6 +23,9 @@ from .streaming import StreamingLoad, StreamingResult
 from .streaming_looks import StreamingLooks
 from .streaming_requests import StreamingPlan
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+
 
 @dataclass
 class StreamingRun:
@@ -32,7 +35,7 @@ class StreamingRun:
     this run already streamed to (shared across checks for the shorter re-warm-up)."""
 
     triton: Any
-    check: Any
+    check: CheckRecorder
     rules: Policy | None = None
     run_budget: budget.RunBudget | None = None
     check_id: str = ""

@@ -23,11 +23,14 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .stats import LatencyHistogram
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 
 @dataclass
@@ -222,7 +225,7 @@ class StreamStats:
                 "ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "latency_ms": self.latency_ms}
 
 
-def report_stuck(check: Any, model: str, stuck_requests: Sequence[Any], limit: int = 10) -> None:
+def report_stuck(check: CheckRecorder, model: str, stuck_requests: Sequence[Any], limit: int = 10) -> None:
     """Each stream of `model` whose final flag never came, by id (the first `limit`)."""
     for stuck in stuck_requests[:limit]:
         check.finding(f"{model}: {stuck.describe()} (a stream whose final flag never came)", model=model,

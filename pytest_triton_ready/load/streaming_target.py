@@ -9,7 +9,7 @@ success and stuck requests decide."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..facts import StreamingTargetLoad
 from .decision import FAIL, Judgement
@@ -17,6 +17,9 @@ from .judged import record_judgement
 from .streaming_confidence import stream_slo_rules, success_rule
 from .streaming_looks import StreamingLooks
 from .streaming_stats import StreamStats, report_stuck
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 SINGLE_RESPONSE = ("not applicable: every stream answered with one response, so no inter-token latency exists "
                    "and tokens/s is the request rate; TTFT, the success rate and stuck requests are judged")
@@ -63,7 +66,7 @@ def measure_streams_at_target(streaming: Any, model: str, slo: dict[str, Any], p
     return TargetMeasurement(model, concurrency, slo, result.stats, looks, judged, result.decided_at_s)
 
 
-def record_at_target(check: Any, measured: TargetMeasurement) -> list[str]:
+def record_at_target(check: CheckRecorder, measured: TargetMeasurement) -> list[str]:
     """Record one model's measurement on `check`; returns why it is not decided (none: it is)."""
     model, stats, slo, judged = measured.model, measured.stats, measured.slo, measured.judged
     check.measure("streams (concurrency)", measured.concurrency, "streams", model=model)
@@ -95,7 +98,7 @@ def record_at_target(check: Any, measured: TargetMeasurement) -> list[str]:
     return [r for r in reasons if r]
 
 
-def _record_traffic(check: Any, measured: TargetMeasurement) -> None:
+def _record_traffic(check: CheckRecorder, measured: TargetMeasurement) -> None:
     """Per-stream throughput, stuck requests and errors, and the percentiles chart."""
     model, stats = measured.model, measured.stats
     check.measure("output tokens/s per stream (lowest)", round(stats.min_user_tokens_per_s or 0.0, 2), "tokens/s",

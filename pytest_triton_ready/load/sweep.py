@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..facts import Capacity, Facts
@@ -31,6 +31,9 @@ from .profile import ModelProfile
 from .server_cpu import ServerCpu
 from .server_record import record_step_failures
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+
 
 @dataclass(frozen=True)
 class SweepLimits:
@@ -44,7 +47,7 @@ class SweepLimits:
     drop_tolerance: float
 
     @classmethod
-    def of(cls, check: Any) -> SweepLimits:
+    def of(cls, check: CheckRecorder) -> SweepLimits:
         def value(name: str) -> float:
             return check.threshold(name).value
 
@@ -64,7 +67,7 @@ class Curve:
     step_failed: bool = False
 
 
-def sweep(load: Any, check: Any, health: Any, profiles: Sequence[ModelProfile], facts: Facts,
+def sweep(load: Any, check: CheckRecorder, health: Any, profiles: Sequence[ModelProfile], facts: Facts,
           limits: SweepLimits) -> list[str]:
     """Measure and judge every profile's curve; the reasons the check cannot decide (empty: none)."""
     incomplete: list[str] = []
@@ -92,7 +95,7 @@ def sweep(load: Any, check: Any, health: Any, profiles: Sequence[ModelProfile], 
     return incomplete
 
 
-def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits: SweepLimits) -> Curve:
+def measure_curve(load: Any, check: CheckRecorder, health: Any, prof: ModelProfile, limits: SweepLimits) -> Curve:
     """The points the capacity search asks for, each measured until its questions are decided."""
     model = prof.model
     search = CapacitySearch(prof.max_batch_size, prof.instances, prof.budget_p99_ms, limits.success_min,
@@ -131,7 +134,7 @@ def measure_curve(load: Any, check: Any, health: Any, prof: ModelProfile, limits
     return curve
 
 
-def record_curve(check: Any, prof: ModelProfile, curve: Curve) -> None:
+def record_curve(check: CheckRecorder, prof: ModelProfile, curve: Curve) -> None:
     """Why the search stopped, the charts and every point (throughput, p99, the report's load point)."""
     model, points, search = prof.model, curve.points, curve.search
     if search.reason:
@@ -145,7 +148,7 @@ def record_curve(check: Any, prof: ModelProfile, curve: Curve) -> None:
         check.load_point(p.for_report(model))
 
 
-def judge_curve(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimits) -> str | None:
+def judge_curve(check: CheckRecorder, prof: ModelProfile, curve: Curve, limits: SweepLimits) -> str | None:
     """The knee, the shape before it (no decided fall, no latency explosion below the target load)
     and some point within the budget; the sentence that leaves the latter too close to call (no
     point decidedly within the budget, some within it by value), or None."""
@@ -182,7 +185,7 @@ def judge_curve(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimit
     return None
 
 
-def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: SweepLimits, facts: Facts) -> Capacity:
+def publish_capacity(check: CheckRecorder, prof: ModelProfile, curve: Curve, limits: SweepLimits, facts: Facts) -> Capacity:
     """The capacity within SLO (0 where no point is within it), recorded and published."""
     model, points = prof.model, curve.points
     best = capacity(points, prof.budget_p99_ms, limits.success_min)
@@ -216,7 +219,7 @@ def publish_capacity(check: Any, prof: ModelProfile, curve: Curve, limits: Sweep
     return found
 
 
-def curve_charts(check: Any, model: str, prof: ModelProfile, points: Sequence[CurvePoint]) -> None:
+def curve_charts(check: CheckRecorder, model: str, prof: ModelProfile, points: Sequence[CurvePoint]) -> None:
     """Every point of the curve, each with its p99 interval where measured; untrustworthy points
     are drawn too and marked."""
     def marker(p: CurvePoint) -> str:

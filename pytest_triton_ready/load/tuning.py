@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from .curve import CurvePoint
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
 
 
 @dataclass
@@ -21,7 +25,7 @@ class TuneOutcome:
     skipped: str | None = None
 
 
-def tune_queue_delay(target: Any, load: Any, prof: Any, delays: list[int], cap: int = 0) -> TuneOutcome:
+def tune_queue_delay(target: ServerUnderTest, load: Any, prof: Any, delays: list[int], cap: int = 0) -> TuneOutcome:
     client = target.client
     outcome = TuneOutcome()
     original = copy.deepcopy(client.model_config(prof.model, fresh=True))
@@ -61,7 +65,7 @@ def _text(exc: BaseException) -> str:
     return (text or type(exc).__name__).strip().splitlines()[0]
 
 
-def tune_batching(target: Any, load: Any, check: Any, profiles: list[Any], cap: int) -> None:
+def tune_batching(target: ServerUnderTest, load: Any, check: CheckRecorder, profiles: list[Any], cap: int) -> None:
     """--triton-tune-batching on a check: each model's max_queue_delay_microseconds sweep measured
     and charted, the best within the p99 budget recommended, a failed restore an error finding."""
     delays = target.settings.section_model("performance").tune_queue_delays_us

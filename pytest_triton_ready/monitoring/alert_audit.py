@@ -5,7 +5,7 @@ Prometheus on loopback scraping the server (checks/test_monitoring.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.metrics import MetricsSnapshot
 from . import alerting
@@ -14,6 +14,10 @@ from .prometheus import PrometheusError, PrometheusRunner, find_prometheus
 from .references import live_gpu_state, live_names
 from .rule_files import find_promtool
 from .traffic import serve_every_model_once
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
 
 MISSING_METRICS_FIX = ("Use metric names Triton exports (see docs/monitoring.md): latency quantiles come from "
                        "nv_inference_*_summary_us, GPU memory from nv_gpu_memory_used_bytes / "
@@ -27,7 +31,7 @@ def prometheus_missing_reason(configured: str | None) -> str:
     return f"{where}: the alerts were not evaluated in Prometheus"
 
 
-def audit_rule_files(check: Any, monitoring: MonitoringSettings, snapshot: MetricsSnapshot,
+def audit_rule_files(check: CheckRecorder, monitoring: MonitoringSettings, snapshot: MetricsSnapshot,
                      gpu: Any) -> alerting.RuleAudit:
     """Syntax (promtool, else the PromQL parser), referenced metrics against this scrape, `for` and
     severity on each alert, and layer coverage; each problem recorded as a finding."""
@@ -49,7 +53,7 @@ def audit_rule_files(check: Any, monitoring: MonitoringSettings, snapshot: Metri
     return audit
 
 
-def _not_evaluated(check: Any, reason: str) -> None:
+def _not_evaluated(check: CheckRecorder, reason: str) -> None:
     """Evidence where the static audit already failed the check; else INCOMPLETE: nothing failed,
     and the alerts were not shown to fire."""
     if check.errors:
@@ -58,7 +62,7 @@ def _not_evaluated(check: Any, reason: str) -> None:
     check.incomplete(reason)
 
 
-def evaluate_live(check: Any, target: Any, monitoring: MonitoringSettings,
+def evaluate_live(check: CheckRecorder, target: ServerUnderTest, monitoring: MonitoringSettings,
                   audit: alerting.RuleAudit) -> list[alerting.AlertEvaluation] | None:
     """Each alert's expression evaluated by Prometheus scraping the server (every model served once
     first); None where Prometheus is missing or failed."""
@@ -83,7 +87,7 @@ def evaluate_live(check: Any, target: Any, monitoring: MonitoringSettings,
     return evaluations
 
 
-def judge_alert_rules(check: Any, target: Any, read_metrics: Callable[[], MetricsSnapshot], gpu: Any) -> None:
+def judge_alert_rules(check: CheckRecorder, target: ServerUnderTest, read_metrics: Callable[[], MetricsSnapshot], gpu: Any) -> None:
     """MON-2: rule files named under monitoring.alert_rules (none is an error finding), audited,
     then evaluated live."""
     monitoring = MonitoringSettings.from_settings(target.settings)

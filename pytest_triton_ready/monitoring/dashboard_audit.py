@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.metrics import MetricsSnapshot
 from .catalogue import LAYERS
@@ -15,6 +15,10 @@ from .config import MonitoringSettings
 from .dashboard import Dashboard, DashboardError, load_dashboard
 from .references import NOT_VERIFIABLE, MetricJudge, Reference, covered_layers, live_gpu_state, live_names
 from .rule_files import RuleFileError, load_rule_file
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def panels_by_layer(dashboard: Dashboard, judge: MetricJudge) -> str:
         for layer in LAYERS)
 
 
-def judge_dashboard(check: Any, target: Any, read_metrics: Callable[[], MetricsSnapshot], gpu: Any) -> None:
+def judge_dashboard(check: CheckRecorder, target: ServerUnderTest, read_metrics: Callable[[], MetricsSnapshot], gpu: Any) -> None:
     """MON-3: a dashboard named under monitoring.dashboard (none, or one that cannot be read, is an
     error finding), with at least one Prometheus query, every query valid and on existing metrics,
     and every layer shown by some panel."""

@@ -4,10 +4,14 @@ core nv_inference_* families, and nv_inference_request_success rises after succe
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..server.metrics import CORE_FAMILIES, MetricsError, MetricsSnapshot
 from .traffic import one_request_sender
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
 
 MOVE_ATTEMPTS = 8  # behind a balancer, one request in N reaches the server whose metrics are read
 
@@ -26,7 +30,7 @@ def requests_until_rise(send: Callable[[], str | None], rise: Callable[[], float
     return sent, risen, None
 
 
-def judge_endpoint(check: Any, target: Any, read_metrics: Callable[[], MetricsSnapshot]) -> None:
+def judge_endpoint(check: CheckRecorder, target: ServerUnderTest, read_metrics: Callable[[], MetricsSnapshot]) -> None:
     """The endpoint parses, carries every core family, and its success counter moves with traffic
     (one request at a time, up to MOVE_ATTEMPTS: behind a balancer only some reach the server whose
     metrics are read). No READY model, or a request that fails, is INCOMPLETE."""

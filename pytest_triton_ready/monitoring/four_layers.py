@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..facts import MetricLayers
 from ..server.metrics import MetricsSnapshot
@@ -14,6 +14,10 @@ from .catalogue import INFRASTRUCTURE, LAYERS
 from .layers import queue_p95_inputs, read_layers, success_rate_input
 from .traffic import probe
 from .values import LayerValue
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
 
 REFRESH_S = 1.0  # gauges and summaries refresh on Triton's metrics interval
 
@@ -50,7 +54,7 @@ def utilization_notes(values: list[LayerValue], low: float, high: float) -> list
             "(PERF-2 measures it under load)" for u in _gpu_values(values, " utilization") if not low <= u.value <= high]
 
 
-def probed_layers(check: Any, target: Any, read_metrics: Callable[[], MetricsSnapshot], gpu: Any) -> list[LayerValue]:
+def probed_layers(check: CheckRecorder, target: ServerUnderTest, read_metrics: Callable[[], MetricsSnapshot], gpu: Any) -> list[LayerValue]:
     """Probe every READY model, then read the four layers over the probe's window; INCOMPLETE
     where no model is READY."""
     models, streaming = ready_models(target), ready_decoupled_models(target)
@@ -68,7 +72,7 @@ def probed_layers(check: Any, target: Any, read_metrics: Callable[[], MetricsSna
     return read_layers(before, after, time.monotonic() - started, gpu.read())
 
 
-def judge_layers(check: Any, values: list[LayerValue]) -> None:
+def judge_layers(check: CheckRecorder, values: list[LayerValue]) -> None:
     """Each layer has a readable value; success rate >= success_rate_min and queue P95 <=
     queue_p95_max_ms (unjudged, with the missing source as evidence, where the endpoint lacks it);
     GPU memory near its limit is a warning, GPU utilization outside its band a note."""

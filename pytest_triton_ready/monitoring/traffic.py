@@ -4,16 +4,20 @@ a unary model, or over a gRPC stream to a decoupled one (which answers no other 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..load.streaming_requests import StreamingPlan
 from ..load.streaming_single import stream_once
 from ..server.models import ready_decoupled_models, ready_models
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
+
 PROBE_REQUESTS_PER_MODEL = 10
 
 
-def stream_one(target: Any, model: str, prompt: str) -> Any:
+def stream_one(target: ServerUnderTest, model: str, prompt: str) -> Any:
     """One streamed request to a decoupled model (2 tokens), waited for until its final response."""
     client = target.client
     plan = StreamingPlan.from_metadata(model, client.model_metadata(model), client.model_config(model),
@@ -22,7 +26,7 @@ def stream_one(target: Any, model: str, prompt: str) -> Any:
                        headers=target.settings.headers)
 
 
-def one_request_sender(target: Any) -> tuple[str, Callable[[], str | None]] | None:
+def one_request_sender(target: ServerUnderTest) -> tuple[str, Callable[[], str | None]] | None:
     """A model and a function that sends it one request, returning why it failed (None: it
     succeeded): the first READY unary model, else the first decoupled one; None where neither."""
     model = next(iter(ready_models(target)), None)
@@ -43,7 +47,7 @@ def one_request_sender(target: Any) -> tuple[str, Callable[[], str | None]] | No
     return streaming, stream
 
 
-def probe(check: Any, target: Any, models: list[str], streaming: list[str]) -> None:
+def probe(check: CheckRecorder, target: ServerUnderTest, models: list[str], streaming: list[str]) -> None:
     """PROBE_REQUESTS_PER_MODEL requests to every model (streamed to decoupled ones); failures are
     evidence, not findings: the layers read afterwards judge the success rate."""
     for model in models:
@@ -59,7 +63,7 @@ def probe(check: Any, target: Any, models: list[str], streaming: list[str]) -> N
                            str(failed[0].error or "no final response"))
 
 
-def serve_every_model_once(target: Any) -> None:
+def serve_every_model_once(target: ServerUnderTest) -> None:
     """One request to every READY model: Triton's summaries report NaN until a model served once."""
     for model in ready_models(target):
         target.client.infer(model)

@@ -3,11 +3,15 @@ credentials over HTTP and gRPC (restricted.py), each required one judged (checks
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.api_categories import API_CATEGORIES, REQUIRED_BY_DEFAULT
 from .restricted import OPEN, RESTRICTED, exposures, probe_grpc, probe_http
 from .tls import ssl_context
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
 
 
 def required_apis(settings: Any) -> list[str]:
@@ -32,7 +36,7 @@ def restriction_fix(open_required: list[str]) -> str:
             "operators (gRPC clients send it as triton-grpc-protocol-<header>).")
 
 
-def judge_restricted_apis(check: Any, target: Any, settings: Any) -> None:
+def judge_restricted_apis(check: CheckRecorder, target: ServerUnderTest, settings: Any) -> None:
     """Each required API category refuses a caller without credentials over every protocol it
     answers on; one that answers over no protocol is not judged restricted (evidence, and
     INCOMPLETE unless another failed); HTTP answering no probe is INCOMPLETE."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..load.streaming_requests import StreamingPlan
 from ..load.streaming_single import send_request
@@ -24,6 +24,10 @@ from .malformed import (
 )
 from .malformed_streams import good_request, send_case, streaming_cases
 
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from ..server.under_test import ServerUnderTest
+
 OVERSIZE = "oversize payload"
 GOOD_WHEN = {"before": "before any malformed one", "after": "after the malformed ones"}
 JSON_FIX = ("Triton reports a request body that is not valid JSON as an internal error (HTTP 500; server "
@@ -33,7 +37,7 @@ OVERSIZE_FIX = ("Bound the model's variable input dimensions in config.pbtxt (di
                 "body size where the traffic enters (e.g. the ingress' maximum body size).")
 
 
-def server_healthy(target: Any) -> bool | str:
+def server_healthy(target: ServerUnderTest) -> bool | str:
     """True, or a sentence saying what got worse in the server's liveness or readiness since the
     run started (a /v2/health/ready at 400 from the start, one model having failed to load, is
     CFG-1's finding: here the models READY at the start must still be READY)."""
@@ -68,7 +72,7 @@ def without_oversize(cases: list[Any], refusal: str | None, model: str, table: l
 class MalformedProbe:
     """SEC-3's requests and their judging on one server; `table` collects one line per case."""
 
-    def __init__(self, check: Any, target: Any, oversize_bytes: int, refusal: str | None) -> None:
+    def __init__(self, check: CheckRecorder, target: ServerUnderTest, oversize_bytes: int, refusal: str | None) -> None:
         self.check, self.target, self.client = check, target, target.client
         self.oversize, self.refusal = oversize_bytes, refusal
         self.table: list[str] = []
@@ -164,7 +168,7 @@ def fixes_for(errors: list[Any]) -> list[str]:
     return fixes
 
 
-def judge_malformed(check: Any, target: Any, settings: Any) -> None:
+def judge_malformed(check: CheckRecorder, target: ServerUnderTest, settings: Any) -> None:
     """Every READY model refuses each malformed case cleanly, good requests before and after
     succeed, and the server stays live and ready; the unknown-model case once. The oversize case
     refused by the policy is a warning beside other failures, else INCOMPLETE."""

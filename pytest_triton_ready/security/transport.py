@@ -5,10 +5,13 @@ security.exposed_beyond_cluster and the URLs), and each one's certificate judged
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .tls import CertificateReport, TLSNotOffered, inspect_tls, is_loopback, tls_settings
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 OLD_PROTOCOLS = ("TLSv1", "TLSv1.1", "SSLv3")
 HTTP_FIX = ("Terminate TLS in front of Triton's HTTP port (ingress or proxy) and point "
@@ -53,7 +56,7 @@ def transport_plan(http_url: str, grpc_url: str, exposed: bool | None, grpc_tls:
     return plan
 
 
-def judge_certificate(check: Any, label: str, cert: CertificateReport, warn_days: Any) -> None:
+def judge_certificate(check: CheckRecorder, label: str, cert: CertificateReport, warn_days: Any) -> None:
     """The certificate verifies, is within its validity period (expiring within `warn_days` is a
     warning), and the handshake negotiated TLS 1.2 or newer."""
     check.evidence(f"{label} certificate", cert.describe())
@@ -73,7 +76,7 @@ def judge_certificate(check: Any, label: str, cert: CertificateReport, warn_days
         check.recommend(RENEW)
 
 
-def judge_transport(check: Any, settings: Any, endpoints: Any) -> None:
+def judge_transport(check: CheckRecorder, settings: Any, endpoints: Any) -> None:
     """SEC-2 on the declared (or the run's) endpoints."""
     exposed = settings.section_model("security").exposed_beyond_cluster
     tls = tls_settings(settings)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..counterparts import Counterpart, streaming_counterpart
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
+    from .under_test import ServerUnderTest
 
 
 def config_digest(config: dict[str, Any]) -> str:
@@ -29,7 +33,7 @@ def ready_names(client: Any) -> set[str]:
     return {e["name"] for e in client.repository_index() if e.get("state") == "READY"}
 
 
-def ready_models(target: Any) -> list[str]:
+def ready_models(target: ServerUnderTest) -> list[str]:
     """Models in scope (`target.models()`, in its order) that are READY and answer unary requests;
     the others are CFG-1's business. Decoupled (streaming) models refuse unary ModelInfer and HTTP
     /infer: checks/test_streaming.py covers them (`ready_decoupled_models`)."""
@@ -37,7 +41,7 @@ def ready_models(target: Any) -> list[str]:
     return [m for m in target.models() if m in ready and not is_decoupled(target.client.model_config(m))]
 
 
-def ready_decoupled_models(target: Any) -> list[str]:
+def ready_decoupled_models(target: ServerUnderTest) -> list[str]:
     """Models in scope that are READY and decoupled (`model_transaction_policy { decoupled: true }`)."""
     ready = ready_names(target.client)
     return [m for m in target.models() if m in ready and is_decoupled(target.client.model_config(m))]
@@ -75,7 +79,7 @@ def covered_by_streaming(unary: list[str], decoupled: list[str], counterpart: Co
             f"(checks/test_streaming.py) {counterpart.how}")
 
 
-def defer_to_streaming(check: Any, target: Any, unary: list[str] | None = None) -> None:
+def defer_to_streaming(check: CheckRecorder, target: ServerUnderTest, unary: list[str] | None = None) -> None:
     """End `check` NOT APPLICABLE when every READY model in scope is decoupled, naming the
     streaming check that covers its item (its entry in counterparts.STREAMING_COUNTERPARTS, found
     by the check's own name); return otherwise. `unary`: the check's own list of READY unary
@@ -159,14 +163,14 @@ def read_initial_state(client: Any, failed_reasons: dict[str, str] | None = None
     return InitialState(not_ready, client.live(), client.get_status("/v2/health/ready"), version, frozenset(ready))
 
 
-def initial_state_of(target: Any) -> InitialState:
+def initial_state_of(target: ServerUnderTest) -> InitialState:
     """The target's InitialState; for a target that never read one, a server that was live and
     ready with nothing failed (the absolute endpoints then decide, as before)."""
     state = getattr(target, "initial_state", None)
     return state if isinstance(state, InitialState) else InitialState()
 
 
-def note_left_out(check: Any, target: Any) -> None:
+def note_left_out(check: CheckRecorder, target: ServerUnderTest) -> None:
     """An info finding naming the models in scope this check leaves out because they were not
     READY when the run started (CFG-1 fails on them); nothing when every model was READY."""
     state = initial_state_of(target)
@@ -185,7 +189,7 @@ def served_versions(client: Any) -> dict[str, list[str]]:
     return versions
 
 
-def served_as(target: Any, models: list[str]) -> dict[str, str]:
+def served_as(target: ServerUnderTest, models: list[str]) -> dict[str, str]:
     """For findings from a model's traffic, what was read: 'M version V on Triton X' per model
     (the versions READY now, the server version read at the start)."""
     versions = served_versions(target.client)

@@ -28,10 +28,13 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TritonReadyError
 from .identity import differences
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 IDENTITY_LABEL = "soak server identity"
 EVIDENCE_LABEL = "soak evidence"
@@ -170,7 +173,7 @@ def _age(finished_at: str | None, max_age_h: float, now: dt.datetime) -> list[st
     return []
 
 
-def stand_in(check: Any, path: str | Path | None, identity: dict[str, Any], limits: dict[str, Any],
+def stand_in(check: CheckRecorder, path: str | Path | None, identity: dict[str, Any], limits: dict[str, Any],
              unjudged: list[str], soak: str = UNARY_SOAK) -> list[str]:
     """Let the soak evidence at `path` judge the leak rule this run's soak could not; returns what
     stays unjudged (empty when the evidence is accepted). Accepted or refused, the report names
@@ -184,7 +187,7 @@ def stand_in(check: Any, path: str | Path | None, identity: dict[str, Any], limi
     return []
 
 
-def judge_on_evidence(check: Any, path: str | Path, identity: dict[str, Any], limits: dict[str, Any],
+def judge_on_evidence(check: CheckRecorder, path: str | Path, identity: dict[str, Any], limits: dict[str, Any],
                       soak: str = UNARY_SOAK, switch: str = "--triton-soak=0") -> str | None:
     """With this run's soak turned off (by `switch`), let the evidence at `path` judge PERF-3 as a
     whole: None when it is accepted (judged and cited), else why it is refused."""
@@ -197,7 +200,7 @@ def judge_on_evidence(check: Any, path: str | Path, identity: dict[str, Any], li
     return None
 
 
-def _weigh(check: Any, path: str | Path, identity: dict[str, Any], limits: dict[str, Any],
+def _weigh(check: CheckRecorder, path: str | Path, identity: dict[str, Any], limits: dict[str, Any],
            soak: str) -> tuple[SoakEvidence | None, str | None]:
     """The evidence and None once accepted (the judgement `soak-evidence` recorded), or why not."""
     try:

@@ -13,10 +13,13 @@ stream soak).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.models import config_digest
 from .model_files import model_files
+
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
 
 IDENTITY_FORMAT = 2
 RATE_TOLERANCE = 1e-6  # relative: a rate read back from JSON is the same rate
@@ -44,7 +47,7 @@ def server_identity(client: Any, repository: Path | None, unread: str | None, la
             "models": models, "launch": launch, "soak_rates_infer_s": dict(rates), "soak_streams": dict(streams or {})}
 
 
-def identity_of(target: Any, settings: Any, rates: dict[str, float],
+def identity_of(target: ServerUnderTest, settings: Any, rates: dict[str, float],
                 streams: dict[str, int] | None = None) -> dict[str, Any]:
     """The identity of `target` (a Target), its launch arguments redacted as the report is."""
     launcher = target.launcher

@@ -3,7 +3,7 @@ together, and the journal closed however the soak ends."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..duration import now_iso
 from .journal import JournalWriter
@@ -12,8 +12,11 @@ from .sampler import Sampler
 from .schedule import SoakPlan
 from .status_line import ProgressLine
 
+if TYPE_CHECKING:
+    from ..server.under_test import ServerUnderTest
 
-def soak_target(target: Any, plan: SoakPlan, header: dict[str, Any], gpu: Any = None,
+
+def soak_target(target: ServerUnderTest, plan: SoakPlan, header: dict[str, Any], gpu: Any = None,
                 progress: ProgressLine | None = None, engine: Any = None) -> SoakOutcome:
     """Soak `target` (a Target) by `plan`, journaling to `plan.journal_path` from the first window."""
     from ..load import LoadEngine

@@ -10,12 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..duration import format_duration
 from ..load.streaming_stats import StreamStats, report_stuck
 from .trend import fit
+
+if TYPE_CHECKING:
+    from ..record.recorder import CheckRecorder
 
 LEAK_RULE = "streaming-memory-leak"
 SAMPLE_EVERY_S = 1.0
@@ -98,7 +101,7 @@ def soak(streaming: Any, model: str, soak_s: float) -> StreamSoak:
     return StreamSoak(model, source, load.wait().stats, memory, tokens, ran_s)
 
 
-def record_stream_soak(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
+def record_stream_soak(check: CheckRecorder, soaked: StreamSoak, soak_s: float) -> str | None:
     """Record the soak on `check`; returns why its leak rule was not judged (None: it was)."""
     model, stats = soaked.model, soaked.stats
     check.setting("soak duration", round(soak_s, 1), "s", model=model, source="streaming_soak_s")
@@ -122,7 +125,7 @@ def record_stream_soak(check: Any, soaked: StreamSoak, soak_s: float) -> str | N
     return unjudged
 
 
-def record_memory(check: Any, soaked: StreamSoak, soak_s: float) -> str | None:
+def record_memory(check: CheckRecorder, soaked: StreamSoak, soak_s: float) -> str | None:
     """Memory growth over the soak (the least-squares line's, soak/trend.py), judged against
     `streaming_memory_growth_max_mb` only on a soak that ran (`soaked.span_s`) at least
     `soak_leak_min_duration_s`, on the growth's interval at `load_confidence`: within where its
@@ -172,7 +175,7 @@ def stream_soak_identity(streaming: Any, models: list[str]) -> dict[str, Any]:
     return identity_of(streaming.triton, streaming.triton.settings, {}, {m: concurrency for m in models})
 
 
-def stream_soak_off(check: Any, settings: Any, identity: dict[str, Any]) -> str | None:
+def stream_soak_off(check: CheckRecorder, settings: Any, identity: dict[str, Any]) -> str | None:
     """With the stream soak off, why PERF-3 is INCOMPLETE; None where soak evidence of a stream soak
     of this deployment judged it (soak/evidence.py)."""
     from . import soak_limits
@@ -185,7 +188,7 @@ def stream_soak_off(check: Any, settings: Any, identity: dict[str, Any]) -> str 
                              "streaming_soak_s = 0")
 
 
-def stream_evidence_stands_in(check: Any, settings: Any, identity: dict[str, Any], unjudged: list[str]) -> list[str]:
+def stream_evidence_stands_in(check: CheckRecorder, settings: Any, identity: dict[str, Any], unjudged: list[str]) -> list[str]:
     """What stays unjudged once soak evidence of a stream soak of this deployment (if given) judged
     the leak rule this soak could not."""
     from . import soak_limits
