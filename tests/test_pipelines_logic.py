@@ -17,8 +17,8 @@ import pytest
 from conftest import TEST_REPOSITORIES
 from pytest_triton_ready.lint import LintContext, lint, read_repository
 from pytest_triton_ready.load.server_side import ModelWindow, ServerProbe, ServerWindow
-from pytest_triton_ready.load.streaming_rules import read_shutdown_log
 from pytest_triton_ready.server.client import TritonClient, UnansweredRequest, is_timeout, unanswered
+from pytest_triton_ready.server.log import read_shutdown_log
 from pytest_triton_ready.server.models import InitialState, initial_state_of, read_initial_state
 from pytest_triton_ready.server.pipelines import (
     bottleneck,

@@ -16,15 +16,10 @@ from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.decision import PASS
 from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
 from pytest_triton_ready.load.streaming_requests import EMPTY_FINAL, StreamingPlan, build_request, is_final, response_tokens
-from pytest_triton_ready.load.streaming_rules import (
-    StreamingPoint,
-    bucket_delta,
-    histogram_quantile,
-    judge_stream_curve,
-    readiness_gates,
-    streaming_slo,
-)
+from pytest_triton_ready.load.streaming_rules import StreamingPoint, judge_stream_curve, streaming_slo
 from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
+from pytest_triton_ready.server.histograms import bucket_delta, histogram_quantile
+from pytest_triton_ready.server.releases import readiness_gates
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 
@@ -280,7 +275,7 @@ I1201 01:12:14.627506 26918 server.cc:345] "Timeout 27: Found 0 live models and 
 
 
 def test_the_shutdown_log_says_whether_triton_counted_the_streams_before_it_unloaded():
-    from pytest_triton_ready.load.streaming_rules import read_shutdown_log
+    from pytest_triton_ready.server.log import read_shutdown_log
 
     # Triton 2.51 with a model that releases its requests when execute() returns: nothing to drain, an abort
     unseen = read_shutdown_log("Signal (15) received.\nearlier run\n" + SHUTDOWN_UNSEEN, "generate")
@@ -457,7 +452,7 @@ def test_streaming_capacity_comes_only_from_points_with_enough_successful_unstuc
 def test_streaming_mon1_judges_the_request_counter_and_names_a_missing_series():
     """Issue 23 g: on a release without a first-response histogram, MON-1 still has a rule to judge
     (the success counter against the client's completed requests); a missing series is None, never 0."""
-    from pytest_triton_ready.load.streaming_rules import server_counted_requests
+    from pytest_triton_ready.server.histograms import server_counted_requests
     from pytest_triton_ready.server.metrics import MetricsSnapshot
 
     def scrape(count):

@@ -31,7 +31,19 @@ def _threshold(overrides: dict[str, float] | None = None):
 
 def test_the_looks_come_at_the_configured_length_then_twice_as_long_and_at_the_window_budget():
     assert LOOKS.times_s == (6.0, 12.0, 20.0)
-    assert StreamingLooks(3.0, 20.0).times_s == (3.0, 10.0, 20.0)  # never more than three looks
+    assert StreamingLooks(3.0, 20.0).times_s == (3.0, 6.0, 12.0, 20.0)
+
+
+def test_streamed_and_unary_measurements_look_on_one_schedule():
+    """One rule (load/stability.look_schedule): the unary schedule in windows of 0.5 s is the
+    streamed one in seconds, and each look's level is the same Bonferroni step."""
+    from pytest_triton_ready.load.stability import MeasureRules
+
+    unary = MeasureRules(window_s=0.5, max_windows=24, min_duration_s=2.0)
+    assert unary.look_windows == (4, 8, 16, 24)
+    streamed = StreamingLooks(2.0, 12.0, window_s=0.5)
+    assert streamed.times_s == tuple(n * 0.5 for n in unary.look_windows)
+    assert streamed.level == pytest.approx(unary.look_level)
     assert StreamingLooks(12.0, 20.0).times_s == (12.0, 20.0)
     assert StreamingLooks(30.0, 30.0).times_s == (30.0,)  # as long as the budget allows: one look
     assert LOOKS.level == pytest.approx(1 - 0.05 / 3)  # Bonferroni over the looks, as the unary engine

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..load.streaming_rules import read_shutdown_log, readiness_gates
 from ..load.streaming_stats import report_stuck
+from ..server.log import read_shutdown_log
+from ..server.releases import readiness_gates
 from .stream_experiments import DeadStubOutcome, StreamShutdownOutcome
 
 if TYPE_CHECKING:

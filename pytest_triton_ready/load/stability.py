@@ -23,6 +23,24 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def look_schedule(first: float, longest: float) -> tuple[float, ...]:
+    """When a measurement looks at its rules, unary (in windows) or streamed (in seconds): at
+    `first`, then at twice as long each time, and at `longest`. Few looks keep each look's
+    interval narrow (`look_level`)."""
+    looks, at = [], first
+    while at < longest - 1e-9:
+        looks.append(at)
+        at *= 2
+    return (*looks, longest)
+
+
+def look_level(confidence: float, looks: int, shares: int = 1) -> float:
+    """The level of each look's intervals, so that all looks of all the measurements that share
+    the error budget together hold at `confidence`: 1 - (1 - confidence) / (looks x shares)
+    (Bonferroni)."""
+    return 1 - (1 - confidence) / (looks * shares)
+
+
 @dataclass(frozen=True)
 class MeasureRules:
     warmup_s: float = 1.0
@@ -53,15 +71,11 @@ class MeasureRules:
 
     @property
     def look_windows(self) -> tuple[int, ...]:
-        """After which windows a measurement looks at its rules: the first that can be valid (at
-        least the second), then at twice as many windows each time, and at the window budget
-        (4, 8, 16 and 24 with the defaults: 2, 4, 8 and 12 s). Few looks keep each look's interval narrow."""
+        """After which windows a measurement looks at its rules (`look_schedule` from the first
+        window count that can be valid, at least the second, to the window budget: 4, 8, 16 and 24
+        with the defaults: 2, 4, 8 and 12 s)."""
         first = min(self.max_windows, max(2, math.ceil(self.min_duration_s / self.window_s - 1e-9)))
-        looks, n = [], first
-        while n < self.max_windows:
-            looks.append(n)
-            n *= 2
-        return (*looks, self.max_windows)
+        return tuple(int(n) for n in look_schedule(first, self.max_windows))
 
     @property
     def looks(self) -> int:
@@ -72,10 +86,8 @@ class MeasureRules:
 
     @property
     def look_level(self) -> float:
-        """The level of each look's intervals, so that all looks, of all the measurements that
-        share the budget, together hold at `confidence`: 1 - (1 - confidence) / (looks x shares)
-        (Bonferroni). The intervals are labelled with `confidence`."""
-        return 1 - (1 - self.confidence) / (self.looks * self.shares)
+        """The level of each look's intervals (`look_level`); they are labelled with `confidence`."""
+        return look_level(self.confidence, self.looks, self.shares)
 
     def describe(self) -> str:
         return (f"warm-up {self.warmup_s:g} s, windows of {self.window_s:g} s, stable when the last "

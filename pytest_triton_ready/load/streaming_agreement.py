@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .streaming_rules import (
+from ..server.histograms import (
     FIRST_RESPONSE_FAMILIES,
     SUCCESS_COUNTER,
     bucket_delta,

@@ -1,12 +1,13 @@
 """When a streaming measurement stops: once its rules are decided, as a unary one does
 (load/stability.py's look schedule).
 
-It looks at its rules after its configured length (`streaming_duration_s` for PERF-1,
-`streaming_curve_point_s` for a PERF-2 point), then at half its longest (at least twice the
-configured length), and at its longest: the window budget (`load_max_windows` x `load_window_s`), or less where the run budget
-(the check's share, given by StreamingRun) leaves less, never less than the configured length. Each look's intervals are
-at 1 - (1 - `load_confidence`) / looks, so that stopping at the first look that agrees does not
-decide on luck. It stops at the first look where
+It looks at its rules on the unary schedule's rule (load/stability.py `look_schedule`): after its
+configured length (`streaming_duration_s` for PERF-1, `streaming_curve_point_s` for a PERF-2 point),
+then at twice as long each time, and at its longest: the window budget (`load_max_windows` x
+`load_window_s`), or less where the run budget (the check's share, given by StreamingRun) leaves
+less, never less than the configured length. Each look's intervals are at
+1 - (1 - `load_confidence`) / looks (`look_level`), so that stopping at the first look that agrees
+does not decide on luck. It stops at the first look where
 
 - the success rate is decidedly below `success_rate_min` (whatever else: a failing model fails), or
 - it is valid (at least `streaming_min_requests` completed requests) and every rule is settled
@@ -23,6 +24,7 @@ from typing import Any
 
 from .. import budget
 from .decision import Judgement, Rule, decided_enough, judge
+from .stability import look_level, look_schedule
 from .streaming_confidence import streaming_estimate
 
 
@@ -55,21 +57,15 @@ class StreamingLooks:
 
     @property
     def times_s(self) -> tuple[float, ...]:
-        """At most three looks, as the unary schedule's three: the configured length, then half the
-        longest but at least twice the configured length, then the longest (6 and 12 s for a 6 s
-        measurement with 24 windows of 0.5 s; 3, 6 and 12 s for 3 s). More looks
-        would widen every look's interval."""
-        if self.first_s >= self.longest_s - 1e-9:
-            return (self.first_s,)
-        middle = max(2 * self.first_s, self.longest_s / 2)
-        return (self.first_s, middle, self.longest_s) if middle < self.longest_s - 1e-9 else (self.first_s,
-                                                                                              self.longest_s)
+        """The unary schedule's rule (`look_schedule`) in seconds: the configured length, twice as
+        long each time, the longest (6 and 12 s for a 6 s measurement with 24 windows of 0.5 s;
+        3, 6 and 12 s for 3 s)."""
+        return look_schedule(self.first_s, self.longest_s)
 
     @property
     def level(self) -> float:
-        """Each look's level: all looks, of all the measurements that share the budget, together
-        hold at `confidence`: 1 - (1 - confidence) / (looks x shares) (Bonferroni)."""
-        return 1 - (1 - self.confidence) / (len(self.times_s) * self.shares)
+        """Each look's level (`look_level` over these looks and the measurements sharing the budget)."""
+        return look_level(self.confidence, len(self.times_s), self.shares)
 
     def judge(self, rules: Sequence[Rule], stats: Any) -> list[Judgement]:
         """Every rule on the StreamStats, at the look's level, labelled with `confidence`."""

@@ -1,13 +1,10 @@
 """Decisions of the streaming checks (checks/test_streaming.py), kept here to be unit-tested: which
-SLO applies, where the tokens/s curve bends or falls (on the points' confidence intervals, from
-load/streaming_confidence.py), how much memory grew, and what a server-side histogram says about
-the first response."""
+SLO applies, when a streamed measurement is too short to judge, and where the tokens/s curve bends
+or falls (on the points' confidence intervals, from load/streaming_confidence.py)."""
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,13 +19,6 @@ SLO_KEYS = {
     "itl_p99_ms": "streaming_itl_p99_ms",
     "min_output_tokens_per_s": "streaming_min_output_tokens_per_s",
 }
-
-# Server-side time-to-first-token families: (family, unit scale to ms, model label, which server)
-FIRST_RESPONSE_FAMILIES = (
-    ("nv_inference_first_response_histogram_ms", 1.0, "model", "Triton (2.52+ for decoupled models, "
-                                                              "--metrics-config histogram_latencies=true)"),
-    ("vllm:time_to_first_token_seconds", 1000.0, "model", "the vLLM backend"),
-)
 
 
 def streaming_slo(settings: Any, model: str) -> dict[str, ThresholdValue]:
@@ -171,119 +161,3 @@ def capacity_is_lower_bound(points: Sequence[StreamingPoint], best: StreamingPoi
         return False
     before = points[-2].tokens_per_s
     return before > 0 and best.tokens_per_s >= before * (1 + min_gain)
-
-
-def histogram_buckets(snapshot: Any, family: str, model_label: str, model: str) -> list[tuple[float, float]]:
-    """(upper bound, cumulative count) of one model's histogram, summed over other labels."""
-    totals: dict[float, float] = {}
-    for sample in snapshot.select(f"{family}_bucket"):
-        if (sample.labels.get(model_label) if model_label in sample.labels else sample.labels.get("model_name")) != model:
-            continue
-        bound = float(sample.labels.get("le", "+Inf").replace("+Inf", "inf"))
-        totals[bound] = totals.get(bound, 0.0) + sample.value
-    return sorted(totals.items())
-
-
-def bucket_delta(before: Iterable[tuple[float, float]], after: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    earlier = dict(before)
-    return [(bound, count - earlier.get(bound, 0.0)) for bound, count in after]
-
-
-def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:
-    """Prometheus' histogram_quantile over cumulative buckets: linear inside the bucket; the
-    highest finite bound when the rank falls in +Inf; None without observations."""
-    if not buckets:
-        return None
-    total = buckets[-1][1]
-    if total <= 0:
-        return None
-    rank = q * total
-    lower_bound, lower_count = 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if math.isinf(bound):
-                return lower_bound
-            if count == lower_count:
-                return bound
-            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
-        lower_bound, lower_count = bound, count
-    return lower_bound
-
-
-SUCCESS_COUNTER = "nv_inference_request_success"
-
-
-def server_counted_requests(before: Any, after: Any, model: str) -> float | None:
-    """How much the server's success counter (nv_inference_request_success) of `model` rose between
-    two scrapes, or None when the endpoint exports no such series for the model: the count every
-    Triton release keeps for streamed requests (a decoupled model counts each request once; one
-    under iterative sequence batching counts every decode step), which MON-1 holds against the
-    requests the client completed where no first-response histogram exists (Triton before 2.52)."""
-    if not after.select(SUCCESS_COUNTER, model=model):
-        return None
-    return after.delta(before, SUCCESS_COUNTER, model=model)
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in str(version).split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-def readiness_gates(version: str) -> dict[str, bool]:
-    """Which ready endpoints can show a dead python stub on this Triton release: model readiness
-    from 2.64 (25.12), strict server readiness from 2.68 (26.04)."""
-    v = version_tuple(version)
-    return {"model ready shows a dead stub": v >= (2, 64), "server ready shows a dead stub": v >= (2, 68)}
-
-
-_DRAIN = re.compile(r"Found (\d+) model versions that have in-flight inferences")
-_MODEL_IN_FLIGHT = re.compile(r"Model '(?P<model>[^']+)' \(version (?P<version>[^)]+)\) has (?P<n>\d+) in-flight inferences")
-_LIVE = re.compile(r"Found (\d+) live models")
-_LOADED = re.compile(r"successfully loaded '(?P<model>[^']+)'")
-_UNLOADED = re.compile(r"successfully unloaded '(?P<model>[^']+)'")
-
-
-@dataclass
-class ShutdownLog:
-    """What a Triton server's log says about its last SIGTERM, for one model."""
-
-    signalled: bool  # a "Signal (15) received." line was found
-    counted: int | None  # in-flight inferences the server counted for the model at its first drain check
-    aborted: str | None  # the abort line (gRPC assertion, SIGABRT), if the server aborted
-    live_lines: int  # "Found N live models" lines with N > 0: seconds spent waiting for models to unload
-    exit_timeout: bool  # the server gave up at its exit timeout
-    still_loaded: tuple[str, ...] = ()  # models the log shows loaded and never unloaded after the signal
-
-
-def read_shutdown_log(log: str, model: str) -> ShutdownLog:
-    """Read the part of `log` after the last "Signal (15) received." line: how many in-flight
-    inferences Triton counted for `model` when it began to drain (Triton 2.51 counts only requests
-    it has not released; a python-backend model releases a request when execute() returns), whether
-    it aborted, how long it waited for live models, and whether its exit timeout expired."""
-    start = log.rfind("Signal (15) received")
-    if start < 0:
-        return ShutdownLog(False, None, None, 0, False)
-    lines = log[start:].splitlines()
-    counted = None
-    for index, line in enumerate(lines):
-        drain = _DRAIN.search(line)
-        if drain is None:
-            continue
-        counted = 0
-        for follow in lines[index + 1:index + 1 + int(drain.group(1))]:
-            match = _MODEL_IN_FLIGHT.search(follow)
-            if match and match.group("model") == model:
-                counted += int(match.group("n"))
-        break
-    aborted = next((line.strip() for line in lines if "ASSERTION FAILED" in line or "Signal (6)" in line
-                    or "Signal (11)" in line), None)
-    live = sum(1 for line in lines if (m := _LIVE.search(line)) and int(m.group(1)) > 0)
-    loaded = dict.fromkeys(m.group("model") for m in _LOADED.finditer(log[:start]))
-    unloaded = {m.group("model") for m in _UNLOADED.finditer(log[start:])}
-    still = tuple(name for name in loaded if name not in unloaded) if live else ()
-    return ShutdownLog(True, counted, aborted, live, "Exit timeout expired" in log[start:], still)

@@ -4,7 +4,7 @@ families add nothing; docs/streaming.md lists what each needs."""
 
 from __future__ import annotations
 
-from ..load.streaming_rules import bucket_delta, histogram_buckets, histogram_quantile
+from ..server.histograms import bucket_delta, histogram_buckets, histogram_quantile
 from ..server.metrics import MetricsSnapshot
 from .catalogue import BUSINESS, INFRASTRUCTURE, SERVICE_HEALTH
 from .values import LayerValue
