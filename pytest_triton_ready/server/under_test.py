@@ -1,4 +1,4 @@
-"""What a check is handed as the server under test (the `triton_target` fixture): the shape every
+"""What a check is handed as the server under test (the `triton` fixture): the shape every
 phase reads, so that none of them names the run's own `Target` class (target.py), which sits above
 them."""
 
