@@ -1,4 +1,4 @@
-"""The streaming engine (gRPC ModelStreamInfer, pytest_triton_ready/load/streaming.py) against
+"""The streaming engine (gRPC ModelStreamInfer, pytest_triton_ready/load/streaming/traffic.py) against
 perf_analyzer's `--streaming` mode on the same decoupled model, server and concurrency: responses/s
 and time to first token side by side, the responses/s ratio printed last.
 
@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from side_by_side import medians, print_table  # noqa: E402
 
-from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY, StreamingLoad, default_prompts  # noqa: E402
-from pytest_triton_ready.load.streaming_requests import StreamingPlan  # noqa: E402
+from pytest_triton_ready.load.streaming.requests import StreamingPlan  # noqa: E402
+from pytest_triton_ready.load.streaming.traffic import STREAMING_DEMO_REPOSITORY, StreamingLoad, default_prompts  # noqa: E402
 from pytest_triton_ready.server.client import TritonClient  # noqa: E402
 
 DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"

@@ -9,14 +9,14 @@ sweep.py (PERF-2), batching_stress.py (CFG-2), gpu_load.py (the GPU band).
 
 import pytest
 
+from pytest_triton_ready.config.batching_stress import batched_in_scope, saturation_concurrency, stress
+from pytest_triton_ready.config.tuning import tune_batching
 from pytest_triton_ready.health import LoadHealth
-from pytest_triton_ready.load.batching_stress import batched_in_scope, saturation_concurrency, stress
-from pytest_triton_ready.load.benchmark import benchmark
-from pytest_triton_ready.load.gpu_load import gpu_utilization_under_load
 from pytest_triton_ready.load.judged import incomplete_unless_failed
-from pytest_triton_ready.load.measured_models import profiles_in_scope
-from pytest_triton_ready.load.sweep import SweepLimits, sweep
-from pytest_triton_ready.load.tuning import tune_batching
+from pytest_triton_ready.performance.benchmark import benchmark
+from pytest_triton_ready.performance.gpu_load import gpu_utilization_under_load
+from pytest_triton_ready.performance.measured_models import profiles_in_scope
+from pytest_triton_ready.performance.sweep import SweepLimits, sweep
 from pytest_triton_ready.policy import require_allowed
 from pytest_triton_ready.server.models import defer_to_streaming, ready_decoupled_models
 

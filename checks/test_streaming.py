@@ -24,16 +24,16 @@ import time
 import pytest
 
 from pytest_triton_ready import budget
+from pytest_triton_ready.config.streaming_answers import check_answers
 from pytest_triton_ready.facts import StreamingCapacity
 from pytest_triton_ready.faults.stream_experiments import StreamingDeadStub, StreamingSigterm
 from pytest_triton_ready.faults.stream_judges import judge_streaming_dead_stub, judge_streaming_sigterm
 from pytest_triton_ready.faults.stream_traffic import run_streaming_fault
-from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, probe_agreement
-from pytest_triton_ready.load.streaming_answers import check_answers
-from pytest_triton_ready.load.streaming_curve import not_enough_valid, record_stream_capacity, record_stream_curve, sweep_streams
-from pytest_triton_ready.load.streaming_rules import streaming_slo
-from pytest_triton_ready.load.streaming_run import StreamingRun
-from pytest_triton_ready.load.streaming_target import measure_streams_at_target, record_at_target
+from pytest_triton_ready.load.streaming.run import StreamingRun
+from pytest_triton_ready.monitoring.streaming_agreement import no_histogram_caveat, probe_agreement
+from pytest_triton_ready.performance.streaming_curve import not_enough_valid, record_stream_capacity, record_stream_curve, sweep_streams
+from pytest_triton_ready.performance.streaming_rules import streaming_slo
+from pytest_triton_ready.performance.streaming_target import measure_streams_at_target, record_at_target
 from pytest_triton_ready.policy import policy, require_allowed
 from pytest_triton_ready.server.models import initial_state_of, instance_count
 from pytest_triton_ready.soak.evidence import IDENTITY_LABEL
@@ -56,7 +56,7 @@ def streamed_models() -> set:
 
 @pytest.fixture
 def streaming(triton, check, streamed_models) -> StreamingRun:
-    """The streaming checks' view of the run (load/streaming_run.py): the READY decoupled models
+    """The streaming checks' view of the run (load/streaming/run.py): the READY decoupled models
     (NOT APPLICABLE without one), their request plans, streamed load with the check's token budget
     and deadline, and measurements that stop once their rules are decided; every load under the
     attach policy and ceiling, the run budget and the warm-up thresholds, as the unary `load`."""

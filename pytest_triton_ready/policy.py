@@ -181,7 +181,7 @@ class CeilingGuard:
 
 def guard_traffic(rules: Policy, concurrency: float | None = None, rate: float | None = None) -> None:
     """The one ceiling guard every load a check drives passes, unary (CeilingGuard) and streamed
-    (load/streaming_run.StreamingRun.load) alike: traffic above the attach ceiling does not start,
+    (load/streaming/run.StreamingRun.load) alike: traffic above the attach ceiling does not start,
     the check ends INCOMPLETE naming the switch; nothing where no ceiling applies."""
     reason = rules.ceiling_refusal(concurrency=concurrency, rate=rate)
     if reason:

@@ -35,7 +35,7 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("launchers", ("launchers",)),
     ("guards", ("policy", "gate")),
     ("load", ("load",)),
-    ("phases", ("lint", "faults", "monitoring", "security", "operations", "soak", "baseline", "fleet", "health",
+    ("phases", ("lint", "config", "performance", "faults", "monitoring", "security", "operations", "soak", "baseline", "fleet", "health",
                 "serving", "sequences")),
     ("settings", ("options", "settings_file", "settings", "settings_reference")),
     ("run", ("run", "run_context", "target", "demo_repository", "estimates")),

@@ -173,7 +173,7 @@ def test_baseline_from_a_directory_is_the_newest_ready_run_and_differences_are_n
 
 
 def test_csv_has_one_row_per_measurement_and_curves_in_perf_analyzer_columns(tmp_path):
-    from pytest_triton_ready.load.curve import CurvePoint
+    from pytest_triton_ready.performance.curve import CurvePoint
     from pytest_triton_ready.report.csvfiles import write_csv
 
     document = _document()

@@ -12,13 +12,13 @@ from default_settings import default_settings
 from recorded_windows import recorded_windows, traffic_result
 
 from pytest_triton_ready.load.client_health import ClientLimits, fell_behind, guard, record_client_health, saturated
-from pytest_triton_ready.load.curve import CurvePoint
 from pytest_triton_ready.load.decision import FAIL, PASS, Rule, judge_measurement
 from pytest_triton_ready.load.engine import LoadEngine, measurement_from
 from pytest_triton_ready.load.judged import incomplete_unless_failed, record_judgement
 from pytest_triton_ready.load.stability import MeasureRules
 from pytest_triton_ready.load.stats import Tally
 from pytest_triton_ready.load.traffic import Window
+from pytest_triton_ready.performance.curve import CurvePoint
 from pytest_triton_ready.record.model import Result
 from pytest_triton_ready.record.recorder import CheckRecorder
 

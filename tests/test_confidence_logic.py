@@ -18,7 +18,6 @@ from pytest_triton_ready.load.confidence import (
     t_quantile,
     trials_needed,
 )
-from pytest_triton_ready.load.curve import CurvePoint, capacity, drops_inside_noise, falls, shape_problems
 from pytest_triton_ready.load.decision import (
     FAIL,
     PASS,
@@ -34,6 +33,7 @@ from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.stability import MeasureRules, stability
 from pytest_triton_ready.load.stats import LatencyHistogram
 from pytest_triton_ready.load.traffic import Window
+from pytest_triton_ready.performance.curve import CurvePoint, capacity, drops_inside_noise, falls, shape_problems
 from pytest_triton_ready.record.model import Result
 from pytest_triton_ready.record.recorder import CheckRecorder
 
@@ -255,7 +255,7 @@ def _rescaled(window, factor):
 
 
 def test_a_curve_point_asks_the_searchs_questions():
-    from pytest_triton_ready.load.curve import CapacitySearch
+    from pytest_triton_ready.performance.curve import CapacitySearch
 
     search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=100.0, success_min=0.999)  # rule: 4
     first = search.point_rules([], 1, 0.10)
@@ -269,7 +269,7 @@ def test_a_curve_point_asks_the_searchs_questions():
 
 
 def test_past_the_rule_of_thumb_the_search_doubles_only_while_a_gain_is_confirmed():
-    from pytest_triton_ready.load.curve import PLATEAU, CapacitySearch
+    from pytest_triton_ready.performance.curve import PLATEAU, CapacitySearch
 
     def search_after(points):
         search = CapacitySearch(max_batch_size=2, instances=1, budget_p99_ms=100.0, success_min=0.999)

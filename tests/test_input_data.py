@@ -138,7 +138,7 @@ def test_streamed_numeric_outputs_are_decoded_by_their_datatype():
     'unpack_from requires a buffer of at least N bytes' (every output decoded as BYTES)."""
     from tritonclient.grpc import service_pb2
 
-    from pytest_triton_ready.load.streaming_requests import decode_outputs, output_problems
+    from pytest_triton_ready.load.streaming.requests import decode_outputs, output_problems
 
     response = service_pb2.ModelInferResponse(id="r")
     response.outputs.add(name="TOKEN", datatype="INT32", shape=[1])
@@ -154,7 +154,7 @@ def test_streamed_numeric_outputs_are_decoded_by_their_datatype():
 
 
 def test_llm_backend_inputs_get_valid_values():
-    from pytest_triton_ready.load.streaming_requests import StreamingPlan
+    from pytest_triton_ready.load.streaming.requests import StreamingPlan
 
     vllm = {"inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [1]},
                        {"name": "stream", "datatype": "BOOL", "shape": [1]},

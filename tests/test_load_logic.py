@@ -9,9 +9,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_triton_ready.load.batching import batching_advice, far_from_preferred, small_batches
+from pytest_triton_ready.config.batching import batching_advice, far_from_preferred, small_batches
 from pytest_triton_ready.load.confidence import Interval
-from pytest_triton_ready.load.curve import (
+from pytest_triton_ready.load.engine import reported_stats
+from pytest_triton_ready.load.profile import ModelProfile
+from pytest_triton_ready.load.stability import MeasureRules, stability, validity
+from pytest_triton_ready.load.stats import RELATIVE_PRECISION, Tally, merged, percentile_key
+from pytest_triton_ready.load.timeline import Timeline
+from pytest_triton_ready.load.traffic import Window
+from pytest_triton_ready.performance.curve import (
     BOUND,
     ERRORS,
     OVER_BUDGET,
@@ -25,12 +31,6 @@ from pytest_triton_ready.load.curve import (
     shape_problems,
     sweep_levels,
 )
-from pytest_triton_ready.load.engine import reported_stats
-from pytest_triton_ready.load.profile import ModelProfile
-from pytest_triton_ready.load.stability import MeasureRules, stability, validity
-from pytest_triton_ready.load.stats import RELATIVE_PRECISION, Tally, merged, percentile_key
-from pytest_triton_ready.load.timeline import Timeline
-from pytest_triton_ready.load.traffic import Window
 from pytest_triton_ready.server.models import instance_count, ready_models, ready_names
 
 

@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc  # noqa: F401
 import tritonclient.http  # noqa: F401
 
-from pytest_triton_ready.load import curve, engine, profile, tuning  # noqa: F401  # noqa: F401
+from pytest_triton_ready.config import tuning  # noqa: F401  # noqa: F401
 
 DATA = Path(__file__).resolve().parent / "data" / "h200-triton-2.51"
 CHECKS = Path(__file__).resolve().parent.parent / "checks"

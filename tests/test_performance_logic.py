@@ -1,5 +1,5 @@
-"""PERF-1, PERF-2, CFG-2 and the GPU band as the package decides them (load/benchmark.py,
-load/sweep.py, load/batching_stress.py, load/gpu_load.py), on recorded windows: the same
+"""PERF-1, PERF-2, CFG-2 and the GPU band as the package decides them (performance/benchmark.py,
+performance/sweep.py, config/batching_stress.py, performance/gpu_load.py), on recorded windows: the same
 verdicts the checks gave when this logic lived in checks/test_performance.py."""
 
 from __future__ import annotations
@@ -10,20 +10,20 @@ import pytest
 from default_settings import default_settings
 from recorded_windows import recorded_windows, traffic_result
 
+from pytest_triton_ready.config.batching_stress import saturation_concurrency
 from pytest_triton_ready.facts import Capacity, Facts, TargetLoad
-from pytest_triton_ready.load.batching_stress import saturation_concurrency
-from pytest_triton_ready.load.benchmark import benchmark, success_finding
 from pytest_triton_ready.load.confidence import Interval
-from pytest_triton_ready.load.curve import OVER_BUDGET, PLATEAU, CapacitySearch, CurvePoint, capacity, falls
 from pytest_triton_ready.load.decision import FAIL, UNDECIDED, slo_rules
 from pytest_triton_ready.load.engine import measurement_done, measurement_from
-from pytest_triton_ready.load.gpu_load import judge_utilization_band, pending_requests
 from pytest_triton_ready.load.judged import incomplete_unless_failed
-from pytest_triton_ready.load.measured_models import budget_note
 from pytest_triton_ready.load.profile import ModelProfile
 from pytest_triton_ready.load.stability import MeasureRules
-from pytest_triton_ready.load.sweep import SweepLimits, sweep
 from pytest_triton_ready.load.traffic import TrafficResult, Window
+from pytest_triton_ready.performance.benchmark import benchmark, success_finding
+from pytest_triton_ready.performance.curve import OVER_BUDGET, PLATEAU, CapacitySearch, CurvePoint, capacity, falls
+from pytest_triton_ready.performance.gpu_load import judge_utilization_band, pending_requests
+from pytest_triton_ready.performance.measured_models import budget_note
+from pytest_triton_ready.performance.sweep import SweepLimits, sweep
 from pytest_triton_ready.record.model import Result, Verdict
 from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.thresholds import THRESHOLDS

@@ -12,15 +12,15 @@ from test_streaming_confidence import _check, _slo, recorded_stream
 from test_streaming_looks import LOOKS
 
 from pytest_triton_ready.load.confidence import Estimate, Interval
-from pytest_triton_ready.load.curve import CapacitySearch, CurvePoint, capacity, undecided_within
 from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED, judge, relative_rule
 from pytest_triton_ready.load.profile import ModelProfile
-from pytest_triton_ready.load.streaming_confidence import stream_slo_rules, success_rule
-from pytest_triton_ready.load.streaming_curve import SweptPoint, record_stream_capacity, record_stream_curve
-from pytest_triton_ready.load.streaming_rules import StreamingPoint
-from pytest_triton_ready.load.streaming_rules import judge_stream_curve as judge_streaming_curve
-from pytest_triton_ready.load.streaming_target import TargetMeasurement, record_at_target
-from pytest_triton_ready.load.sweep import Curve, SweepLimits, judge_curve
+from pytest_triton_ready.load.streaming.confidence import stream_slo_rules, success_rule
+from pytest_triton_ready.performance.curve import CapacitySearch, CurvePoint, capacity, undecided_within
+from pytest_triton_ready.performance.streaming_curve import SweptPoint, record_stream_capacity, record_stream_curve
+from pytest_triton_ready.performance.streaming_rules import StreamingPoint
+from pytest_triton_ready.performance.streaming_rules import judge_stream_curve as judge_streaming_curve
+from pytest_triton_ready.performance.streaming_target import TargetMeasurement, record_at_target
+from pytest_triton_ready.performance.sweep import Curve, SweepLimits, judge_curve
 
 LIMITS = SweepLimits(success_min=0.999, cap=0, search_max_concurrency=64, min_gain=0.05, knee_fraction=0.9,
                      drop_tolerance=0.1)

@@ -408,7 +408,7 @@ def test_untrusted_text_is_escaped_and_secrets_redacted(tmp_path):
 
 
 def test_curve_points_are_kept_in_a_schema_valid_document_and_read_back():
-    from pytest_triton_ready.load.curve import CurvePoint
+    from pytest_triton_ready.performance.curve import CurvePoint
     from pytest_triton_ready.record.model import LoadPoint
 
     result = _result("PERF-2", Verdict.PASS)

@@ -1,4 +1,4 @@
-"""The server's CPU over a load point (load/server_cpu.py), read from a real process tree of this host."""
+"""The server's CPU over a load point (performance/server_cpu.py), read from a real process tree of this host."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import psutil
 
-from pytest_triton_ready.load.server_cpu import ServerCpu
+from pytest_triton_ready.performance.server_cpu import ServerCpu
 
 
 def _target(pid, readable=True):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import QUICK_CHECKLIST, REPO_ROOT
-from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
+from pytest_triton_ready.load.streaming.traffic import STREAMING_DEMO_REPOSITORY
 from pytest_triton_ready.thresholds import THRESHOLDS
 
 REPOSITORY = Path(__file__).resolve().parent / "repositories" / "streaming"
@@ -151,7 +151,7 @@ def test_a_healthy_one_response_stream_passes_perf1_with_itl_not_applicable(run_
     """A decoupled model that answers each request with one response and the final flag (as
     Triton's QA model async_execute_decouple does) has no inter-token latency: streaming PERF-1 is
     decided on TTFT, the success rate and stuck requests, and says why ITL is not judged."""
-    from pytest_triton_ready.load.streaming_target import SINGLE_RESPONSE
+    from pytest_triton_ready.performance.streaming_target import SINGLE_RESPONSE
 
     run = run_checklist("test_streaming.py", url=None,
                         args=(*_own_server("one_response"), "-k", "slo_at_target_load or final_flag"))

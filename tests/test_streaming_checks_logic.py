@@ -1,4 +1,4 @@
-"""The streaming checks' decisions that live in the package (load/streaming_run, streaming_curve,
+"""The streaming checks' decisions that live in the package (load/streaming/run, performance/streaming_curve,
 soak.streaming, streaming_agreement), on recorded numbers, recorded on a real CheckRecorder (no
 server): INCOMPLETE or a warning for a measurement too small to judge, the curve's validity and
 capacity, the stream soak's leak rule, and the server's count against the client's."""
@@ -10,10 +10,10 @@ from test_streaming_confidence import _check, recorded_stream
 
 from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.decision import UNDECIDED
-from pytest_triton_ready.load.streaming_agreement import no_histogram_caveat, record_counter, record_histograms
-from pytest_triton_ready.load.streaming_curve import SweptPoint, not_enough_valid, record_stream_capacity, record_stream_curve
-from pytest_triton_ready.load.streaming_rules import StreamingPoint
-from pytest_triton_ready.load.streaming_run import StreamingRun
+from pytest_triton_ready.load.streaming.run import StreamingRun
+from pytest_triton_ready.monitoring.streaming_agreement import no_histogram_caveat, record_counter, record_histograms
+from pytest_triton_ready.performance.streaming_curve import SweptPoint, not_enough_valid, record_stream_capacity, record_stream_curve
+from pytest_triton_ready.performance.streaming_rules import StreamingPoint
 from pytest_triton_ready.record.model import Verdict
 from pytest_triton_ready.server.metrics import MetricsSnapshot
 from pytest_triton_ready.soak.streaming import StreamSoak, record_memory

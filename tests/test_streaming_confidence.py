@@ -14,15 +14,9 @@ from pytest_triton_ready.load.confidence import order_statistic_interval, sample
 from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED, Rule, judge
 from pytest_triton_ready.load.judged import record_judgement
 from pytest_triton_ready.load.stats import LatencyHistogram
-from pytest_triton_ready.load.streaming_confidence import (
-    MIN_WINDOWS,
-    measurement_windows,
-    stream_slo_rules,
-    streaming_estimate,
-    ttft_rule,
-)
-from pytest_triton_ready.load.streaming_rules import StreamingPoint, judge_stream_curve
-from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
+from pytest_triton_ready.load.streaming.confidence import MIN_WINDOWS, measurement_windows, stream_slo_rules, streaming_estimate, ttft_rule
+from pytest_triton_ready.load.streaming.stats import RequestRecord, StreamTally
+from pytest_triton_ready.performance.streaming_rules import StreamingPoint, judge_stream_curve
 from pytest_triton_ready.record.model import Result
 from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.thresholds import ThresholdValue

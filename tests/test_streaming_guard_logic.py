@@ -1,4 +1,4 @@
-"""Streamed load under the same guards as unary load (load/streaming_run.py, policy.guard_traffic):
+"""Streamed load under the same guards as unary load (load/streaming/run.py, policy.guard_traffic):
 the attach ceiling and the saturate permission, the run budget given explicitly, the warm-up
 thresholds, the run plan's streaming lines, and the traffic runners' shared Protocol."""
 
@@ -11,9 +11,9 @@ import pytest
 from pytest_triton_ready.budget import Deadline, RunBudget
 from pytest_triton_ready.load.background import BackgroundTraffic
 from pytest_triton_ready.load.runner import TrafficRunner, TrafficView
-from pytest_triton_ready.load.streaming import StreamingLoad
-from pytest_triton_ready.load.streaming_requests import StreamingPlan
-from pytest_triton_ready.load.streaming_run import StreamingRun
+from pytest_triton_ready.load.streaming.requests import StreamingPlan
+from pytest_triton_ready.load.streaming.run import StreamingRun
+from pytest_triton_ready.load.streaming.traffic import StreamingLoad
 from pytest_triton_ready.policy import Policy, plan_block
 from pytest_triton_ready.settings import build_settings
 from tests.default_settings import default_settings

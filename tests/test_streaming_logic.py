@@ -14,10 +14,10 @@ import pytest
 from pytest_triton_ready.demo.answers import VOCABULARY, expected_tokens
 from pytest_triton_ready.load.confidence import Estimate, Interval
 from pytest_triton_ready.load.decision import PASS
-from pytest_triton_ready.load.streaming import STREAMING_DEMO_REPOSITORY
-from pytest_triton_ready.load.streaming_requests import EMPTY_FINAL, StreamingPlan, build_request, is_final, response_tokens
-from pytest_triton_ready.load.streaming_rules import StreamingPoint, judge_stream_curve, streaming_slo
-from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
+from pytest_triton_ready.load.streaming.requests import EMPTY_FINAL, StreamingPlan, build_request, is_final, response_tokens
+from pytest_triton_ready.load.streaming.stats import RequestRecord, StreamTally
+from pytest_triton_ready.load.streaming.traffic import STREAMING_DEMO_REPOSITORY
+from pytest_triton_ready.performance.streaming_rules import StreamingPoint, judge_stream_curve, streaming_slo
 from pytest_triton_ready.server.histograms import bucket_delta, histogram_quantile
 from pytest_triton_ready.server.releases import readiness_gates
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
@@ -305,7 +305,7 @@ def test_the_demo_keeps_its_requests_inside_triton_until_the_final_response():
 
 
 def test_a_curve_whose_best_point_is_its_last_and_still_rising_is_a_lower_bound():
-    from pytest_triton_ready.load.streaming_rules import capacity_is_lower_bound
+    from pytest_triton_ready.performance.streaming_rules import capacity_is_lower_bound
 
     rising = [StreamingPoint(1, 160, 20), StreamingPoint(2, 320, 21), StreamingPoint(4, 640, 22)]
     assert capacity_is_lower_bound(rising, rising[-1], 0.05)
@@ -322,8 +322,8 @@ DEMO_METADATA = {"inputs": [{"name": "PROMPT", "datatype": "BYTES", "shape": [-1
 
 def test_fault_traffic_and_probes_of_a_streaming_model_count_streams_without_a_final_response_as_failed():
     from pytest_triton_ready.faults.stream_traffic import STUCK, StreamingTrafficResult, judge_probe
-    from pytest_triton_ready.load.streaming import StreamingResult
-    from pytest_triton_ready.load.streaming_stats import StuckRequest
+    from pytest_triton_ready.load.streaming.stats import StuckRequest
+    from pytest_triton_ready.load.streaming.traffic import StreamingResult
 
     def record(rid, text=None, error=None, final=True):
         return RequestRecord(rid, 0, 1.0, sent=1.0, end=1.2, final=final and error is None, error=error,
@@ -349,7 +349,7 @@ def test_fault_traffic_and_probes_of_a_streaming_model_count_streams_without_a_f
 
 
 def test_the_streaming_engine_bins_ends_errors_and_drops_on_a_timeline():
-    from pytest_triton_ready.load.streaming import StreamingLoad
+    from pytest_triton_ready.load.streaming.traffic import StreamingLoad
     from pytest_triton_ready.load.timeline import Timeline
 
     plan = StreamingPlan.from_metadata("generate", DEMO_METADATA, {"max_batch_size": 16})
@@ -418,7 +418,7 @@ def test_the_rollout_watcher_asks_only_its_own_client_from_its_thread():
 
 
 def _stream_stats(completed, tokens_per_s, ttft_p99, *, errors=0, stuck=0):
-    from pytest_triton_ready.load.streaming_stats import StreamStats, StuckRequest
+    from pytest_triton_ready.load.streaming.stats import StreamStats, StuckRequest
 
     return StreamStats(completed=completed, errors={"failed": errors} if errors else {},
                        stuck=[StuckRequest(f"r{n}", 0, 1, 1, 10.0) for n in range(stuck)], dropped=0, duration_s=3.0,
@@ -429,7 +429,7 @@ def _stream_stats(completed, tokens_per_s, ttft_p99, *, errors=0, stuck=0):
 
 def test_streaming_capacity_comes_only_from_points_with_enough_successful_unstuck_requests():
     """Issue 23 d: the best point within the TTFT SLO is never one with failed, stuck or too few requests."""
-    from pytest_triton_ready.load.streaming_rules import enough_valid
+    from pytest_triton_ready.performance.streaming_rules import enough_valid
 
     def point(concurrency, stats):
         return StreamingPoint.measured(concurrency, stats, success_min=0.999, min_requests=10)

@@ -1,5 +1,5 @@
 """A streaming measurement stops once its rules are decided and goes on while they are not
-(load/streaming_looks.py), on recorded per-request samples: the look schedule, each stopping
+(load/streaming/looks.py), on recorded per-request samples: the look schedule, each stopping
 decision, the run budget's cap, the engine's look loop, and the record a decided or undecided
 PERF-1 measurement leaves (no server)."""
 
@@ -13,12 +13,12 @@ from test_streaming_confidence import _check, _slo, recorded_stream
 
 from pytest_triton_ready import budget
 from pytest_triton_ready.load.decision import FAIL, PASS, UNDECIDED
-from pytest_triton_ready.load.streaming import StreamingLoad
-from pytest_triton_ready.load.streaming_confidence import stream_slo_rules, streaming_estimate, success_rule, ttft_rule
-from pytest_triton_ready.load.streaming_looks import StreamingLooks
-from pytest_triton_ready.load.streaming_requests import StreamingPlan
-from pytest_triton_ready.load.streaming_stats import RequestRecord, StreamTally
-from pytest_triton_ready.load.streaming_target import SINGLE_RESPONSE, TargetMeasurement, record_at_target
+from pytest_triton_ready.load.streaming.confidence import stream_slo_rules, streaming_estimate, success_rule, ttft_rule
+from pytest_triton_ready.load.streaming.looks import StreamingLooks
+from pytest_triton_ready.load.streaming.requests import StreamingPlan
+from pytest_triton_ready.load.streaming.stats import RequestRecord, StreamTally
+from pytest_triton_ready.load.streaming.traffic import StreamingLoad
+from pytest_triton_ready.performance.streaming_target import SINGLE_RESPONSE, TargetMeasurement, record_at_target
 from pytest_triton_ready.thresholds import THRESHOLDS, ThresholdValue
 
 LOOKS = StreamingLooks(first_s=6.0, longest_s=20.0, window_s=2.0, confidence=0.95, min_requests=10)
@@ -195,8 +195,8 @@ def test_the_engine_runs_to_its_longest_while_undecided_and_does_not_ask_at_the_
 
 
 def test_the_streaming_curve_charts_draw_each_points_interval():
-    from pytest_triton_ready.load.streaming_curve import concurrencies, stream_curve_charts
-    from pytest_triton_ready.load.streaming_rules import StreamingPoint
+    from pytest_triton_ready.performance.streaming_curve import concurrencies, stream_curve_charts
+    from pytest_triton_ready.performance.streaming_rules import StreamingPoint
 
     assert concurrencies(16) == [1, 2, 4, 8, 16] and concurrencies(1) == [1]
     points = [StreamingPoint.measured(c, recorded_stream(users=c, seed=c, duration_s=600.0 / c), success_min=0.999,
@@ -213,16 +213,16 @@ def test_the_streaming_curve_charts_draw_each_points_interval():
 
 
 def test_a_point_without_an_interval_is_drawn_without_one():
-    from pytest_triton_ready.load.streaming_curve import stream_curve_charts
-    from pytest_triton_ready.load.streaming_rules import StreamingPoint
+    from pytest_triton_ready.performance.streaming_curve import stream_curve_charts
+    from pytest_triton_ready.performance.streaming_rules import StreamingPoint
 
     charts = stream_curve_charts([StreamingPoint(1, 100.0, 50.0)], 1000.0)
     assert list(charts["tokens"]) == ["tokens/s"] and list(charts["ttft"]) == ["TTFT p99", "SLO"]
 
 
 def test_a_measurement_decided_at_a_look_reports_the_stats_it_was_decided_on_unless_a_failure_came_after():
-    from pytest_triton_ready.load.streaming import measured_stats
-    from pytest_triton_ready.load.streaming_stats import StuckRequest
+    from pytest_triton_ready.load.streaming.stats import StuckRequest
+    from pytest_triton_ready.load.streaming.traffic import measured_stats
 
     decided = recorded_stream(duration_s=2.0)
     final = recorded_stream(duration_s=2.6)  # the requests in flight at the look ended afterwards

@@ -1,11 +1,11 @@
-"""PERF-1's rules at a min_throughput target without a server (load/target_rules.py): the backlog
+"""PERF-1's rules at a min_throughput target without a server (performance/target_rules.py): the backlog
 left in flight counts as offered and not achieved, and the measured throughput is held against the
 SLO's rate less the Poisson arrivals' sampling noise."""
 
 from __future__ import annotations
 
 from pytest_triton_ready.load.stats import Stats
-from pytest_triton_ready.load.target_rules import achieved_ratio, backlog, min_throughput_floor
+from pytest_triton_ready.performance.target_rules import achieved_ratio, backlog, min_throughput_floor
 
 
 def _stats(ok, *, errors=0, dropped=0, duration_s=6.0, mean_ms=20.0):

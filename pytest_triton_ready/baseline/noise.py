@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..facts import Capacity, Facts, StreamingCapacity, TargetLoad
-from ..load.streaming_rules import measurement_problem, streaming_slo
+from ..performance.streaming_rules import measurement_problem, streaming_slo
 from ..record.recorder import CheckRecorder
 from ..server.models import config_digest
 from .keynumbers import CONFIG_DIGEST, NOISE_NAMES
@@ -117,8 +117,8 @@ def streaming_noise(triton: Any, check: CheckRecorder, model: str,
     """({noise kind: relative standard error}, {key: repeat value}) from STREAMING_REPEATS streaming
     measurements of `model` at the concurrency of PERF-2's best point; a repeat counts for the
     token capacity only when every measurement is valid and its mean TTFT p99 within the SLO."""
-    from ..load.streaming import StreamingLoad
-    from ..load.streaming_requests import StreamingPlan
+    from ..load.streaming.requests import StreamingPlan
+    from ..load.streaming.traffic import StreamingLoad
     from ..policy import guard_traffic, policy
 
     client = triton.client

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..launchers.process import last_error_line
-from ..load.streaming_single import stream_once
+from ..load.streaming.single import stream_once
 from ..server.models import initial_state_of, instance_count, is_decoupled
 from .crash_experiments import GracefulShutdown, InstanceRestart, ServerRestart
 from .declared_experiments import DECLARED

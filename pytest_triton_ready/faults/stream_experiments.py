@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..load.streaming import StreamingLoad
+from ..load.streaming.traffic import StreamingLoad
 from ..server.client import http_status
 from ..server.models import instance_count
 from .experiment import Experiment, one_line

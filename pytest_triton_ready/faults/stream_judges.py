@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..load.streaming_stats import report_stuck
+from ..load.streaming.stats import report_stuck
 from ..server.log import read_shutdown_log
 from ..server.releases import readiness_gates
 from .stream_experiments import DeadStubOutcome, StreamShutdownOutcome

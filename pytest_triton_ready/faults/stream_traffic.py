@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..load.errors import UNHEALTHY_STUB
-from ..load.streaming import StreamingLoad, StreamingResult
-from ..load.streaming_requests import StreamingPlan
-from ..load.streaming_single import stream_once
+from ..load.streaming.requests import StreamingPlan
+from ..load.streaming.single import stream_once
+from ..load.streaming.traffic import StreamingLoad, StreamingResult
 from ..load.timeline import Timeline
 from .experiment import run_experiment
 from .probes import InstanceProbe

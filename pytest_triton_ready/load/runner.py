@@ -1,5 +1,5 @@
 """The shape the two traffic runners share: `BackgroundTraffic` (unary, load/background.py) and
-`StreamingLoad` (decoupled models over gRPC streams, load/streaming.py). Both run their traffic on
+`StreamingLoad` (decoupled models over gRPC streams, load/streaming/traffic.py). Both run their traffic on
 the process's one shared event loop (`background.shared_loop`), watched by a thread.
 
 `TrafficView` is what code that runs alongside traffic needs (a fault experiment marking the

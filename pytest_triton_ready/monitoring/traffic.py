@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..load.streaming_requests import StreamingPlan
-from ..load.streaming_single import stream_once
+from ..load.streaming.requests import StreamingPlan
+from ..load.streaming.single import stream_once
 from ..server.models import ready_decoupled_models, ready_models
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..load.streaming_requests import StreamingPlan
-from ..load.streaming_single import send_request
+from ..load.streaming.requests import StreamingPlan
+from ..load.streaming.single import send_request
 from ..policy import policy
 from ..server.models import initial_state_of, note_left_out, ready_decoupled_models, ready_models, ready_names
 from .malformed import (

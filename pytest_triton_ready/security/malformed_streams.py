@@ -58,14 +58,14 @@ class StreamCaseAnswer:
 
 
 def good_request(plan: Any, request_id: str = "sec3-good") -> Any:
-    from ..load.streaming_requests import build_request
+    from ..load.streaming.requests import build_request
 
     return build_request(plan.model, plan.arrays(GOOD_TEXT, GOOD_TOKENS, np.random.default_rng(0)), request_id)
 
 
 def streaming_cases(plan: Any, config: dict[str, Any], oversize_bytes: int) -> list[StreamCase]:
     """The malformed streamed cases for one decoupled model, each from a copy of a good request."""
-    from ..load.streaming_requests import build_request
+    from ..load.streaming.requests import build_request
 
     cases: list[StreamCase] = []
 
@@ -131,7 +131,7 @@ def streaming_cases(plan: Any, config: dict[str, Any], oversize_bytes: int) -> l
 
 def send_case(grpc_url: str, case: StreamCase, token_output: str, *, timeout_s: float,
               headers: Any = None) -> StreamCaseAnswer:
-    from ..load.streaming_single import send_request
+    from ..load.streaming.single import send_request
 
     record = send_request(grpc_url, case.request, token_output, timeout_s=timeout_s, headers=headers)
     elapsed = (record.end or record.start + timeout_s) - record.start

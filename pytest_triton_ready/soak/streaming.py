@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..duration import format_duration
-from ..load.streaming_stats import StreamStats, report_stuck
+from ..load.streaming.stats import StreamStats, report_stuck
 from .trend import fit
 
 if TYPE_CHECKING:

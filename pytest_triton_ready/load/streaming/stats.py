@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .stats import LatencyHistogram
+from ..stats import LatencyHistogram
 
 if TYPE_CHECKING:
-    from ..record.recorder import CheckRecorder
+    from ...record.recorder import CheckRecorder
 
 
 @dataclass
@@ -82,7 +82,7 @@ class StuckRequest:
 
 @dataclass(frozen=True)
 class StreamSample:
-    """What the confidence intervals need of one ended request (load/streaming_confidence.py):
+    """What the confidence intervals need of one ended request (load/streaming/confidence.py):
     when it ended, its first and last response with output (monotonic s), its TTFT and ITL (s;
     None for a failed request or one without them), the output tokens it got, and whether it
     succeeded (a final response without an error; a stuck request did not)."""

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import budget
-from .decision import Judgement, Rule, decided_enough, judge
-from .stability import look_level, look_schedule
-from .streaming_confidence import streaming_estimate
+from ... import budget
+from ..decision import Judgement, Rule, decided_enough, judge
+from ..stability import look_level, look_schedule
+from .confidence import streaming_estimate
 
 
 @dataclass(frozen=True)

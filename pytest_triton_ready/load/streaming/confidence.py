@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .confidence import Estimate, batch_means, clipped, percentile_interval, proportion_interval
-from .decision import Rule
-from .stats import LatencyHistogram
+from ..confidence import Estimate, batch_means, clipped, percentile_interval, proportion_interval
+from ..decision import Rule
+from ..stats import LatencyHistogram
 
 MIN_WINDOWS = 3
 
@@ -139,7 +139,7 @@ def success_rule(success_min: float) -> Rule:
 
 
 def stream_slo_rules(slo: dict[str, Any]) -> list[Rule]:
-    """PERF-1's rules from a model's streaming SLO (streaming_rules.streaming_slo): TTFT p99 and
+    """PERF-1's rules from a model's streaming SLO (performance/streaming_rules.streaming_slo): TTFT p99 and
     ITL p99 within their budgets, output tokens/s at least the minimum where one is set."""
     rules = [ttft_rule(slo["ttft_p99_ms"].value), Rule("ITL p99", "itl p99", "<=", float(slo["itl_p99_ms"].value), "ms")]
     if slo["min_output_tokens_per_s"].value > 0:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import progress
-from .curve import CurvePoint
+from ..performance.curve import CurvePoint
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder

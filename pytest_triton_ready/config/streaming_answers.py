@@ -11,10 +11,10 @@ import numpy as np
 
 from ..expectations import answer_mismatches, expectation_for
 from ..input_data import InputData, InputDataError
-from .streaming_requests import StreamingPlan
-from .streaming_single import answer_values, stream_arrays
-from .streaming_sse import generate_stream, sse_body
-from .streaming_stats import RequestRecord
+from ..load.streaming.requests import StreamingPlan
+from ..load.streaming.single import answer_values, stream_arrays
+from ..load.streaming.sse import generate_stream, sse_body
+from ..load.streaming.stats import RequestRecord
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder
@@ -25,7 +25,7 @@ SSE_TOKENS = 4
 
 
 def check_answers(streaming: Any, model: str) -> None:
-    """Every CFG-1 rule for `model`, recorded on `streaming.check` (load/streaming_run.StreamingRun)."""
+    """Every CFG-1 rule for `model`, recorded on `streaming.check` (load/streaming/run.StreamingRun)."""
     check, plan = streaming.check, streaming.plan(model)
     check.evidence(f"{model} request plan", f"text input {plan.prompt_input}, token budget input "
                    f"{plan.max_tokens_input}, tokens counted from output {plan.token_output}"

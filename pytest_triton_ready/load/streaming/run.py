@@ -1,7 +1,7 @@
 """What every streaming check needs of the run: the READY decoupled models (NOT APPLICABLE
 without one), each model's request plan, a StreamingLoad against the server with the check's
 token budget and deadline, a measurement that stops once its rules are decided
-(load/streaming_looks.py), and the INCOMPLETE of a measurement too small or too close to judge.
+(load/streaming/looks.py), and the INCOMPLETE of a measurement too small or too close to judge.
 
 Every load it builds passes the same guards as the unary engine's: the attach ceiling
 (`policy.guard_traffic`, as CeilingGuard), the run budget (given explicitly: a measurement that
@@ -14,17 +14,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import budget
-from ..policy import Policy, guard_traffic, policy
-from ..server.models import ready_decoupled_models
-from .decision import Rule
-from .judged import incomplete_unless_failed
-from .streaming import StreamingLoad, StreamingResult
-from .streaming_looks import StreamingLooks
-from .streaming_requests import StreamingPlan
+from ... import budget
+from ...policy import Policy, guard_traffic, policy
+from ...server.models import ready_decoupled_models
+from ..decision import Rule
+from ..judged import incomplete_unless_failed
+from .looks import StreamingLooks
+from .requests import StreamingPlan
+from .traffic import StreamingLoad, StreamingResult
 
 if TYPE_CHECKING:
-    from ..record.recorder import CheckRecorder
+    from ...record.recorder import CheckRecorder
 
 
 @dataclass

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .streaming import StreamingLoad, UserStream
-from .streaming_requests import StreamingPlan, build_request
-from .streaming_stats import RequestRecord
+from .requests import StreamingPlan, build_request
+from .stats import RequestRecord
+from .traffic import StreamingLoad, UserStream
 
 
 def stream_once(grpc_url: str, plan: StreamingPlan, prompt: str, max_tokens: int, *, timeout_s: float = 30.0,
@@ -71,6 +71,6 @@ def send_request(grpc_url: str, request: Any, token_output: str, *, timeout_s: f
             await stream.close(cancel=True)
             return rec
 
-    from .background import shared_loop
+    from ..background import shared_loop
 
     return asyncio.run_coroutine_threadsafe(one(), shared_loop()).result()

@@ -2,7 +2,7 @@
 x instances, at most curve_max_concurrency) and judged: its average batch is larger than
 batching_min_average_batch_size (decided with confidence), near its preferred sizes, and the
 parameter to move named when the queue's share of latency is above batching_queue_share_max
-(load/batching.py). Which models are in scope: batched, not sequence-batched, not ensembles (an
+(config/batching.py). Which models are in scope: batched, not sequence-batched, not ensembles (an
 ensemble has no scheduler: its steps are measured as models of their own); decoupled ones are
 named as not verified here."""
 
@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import progress
+from ..load.decision import Rule
+from ..load.judged import record_judgement, record_reuse
+from ..load.profile import ModelProfile
+from ..load.server_record import record_server_side
 from ..server.models import ready_decoupled_models
 from .batching import batching_advice, far_from_preferred
-from .decision import Rule
-from .judged import record_judgement, record_reuse
-from .profile import ModelProfile
-from .server_record import record_server_side
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder

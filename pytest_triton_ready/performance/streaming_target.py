@@ -1,6 +1,6 @@
 """PERF-1 for a decoupled model: its SLO at the target load (`streaming_concurrency` streams, closed
 loop), measured until TTFT p99, ITL p99, output tokens/s (where a minimum is set) and the success
-rate are decided (load/streaming_looks.py), and recorded on the check with their margins: each
+rate are decided (load/streaming/looks.py), and recorded on the check with their margins: each
 rule, the success rate included, on its interval's judgement, never on its value alone (the
 success rate only has to show no decided failure). A model whose every stream answers with one
 response has no inter-token latency: its ITL and tokens/s rules are not applicable, and TTFT,
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..facts import StreamingTargetLoad
-from .decision import FAIL, Judgement
-from .judged import record_judgement
-from .streaming_confidence import stream_slo_rules, success_rule
-from .streaming_looks import StreamingLooks
-from .streaming_stats import StreamStats, report_stuck
+from ..load.decision import FAIL, Judgement
+from ..load.judged import record_judgement
+from ..load.streaming.confidence import stream_slo_rules, success_rule
+from ..load.streaming.looks import StreamingLooks
+from ..load.streaming.stats import StreamStats, report_stuck
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder

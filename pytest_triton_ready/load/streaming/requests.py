@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..llm_inputs import TEXT_INPUT_NAMES, TOKEN_BUDGET_NAMES, conventional_value, is_convention, sent_when_optional
+from ...llm_inputs import TEXT_INPUT_NAMES, TOKEN_BUDGET_NAMES, conventional_value, is_convention, sent_when_optional
 
 FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
@@ -47,7 +47,7 @@ class StreamingPlan:
     def from_metadata(cls, model: str, metadata: Mapping[str, Any], config: Mapping[str, Any],
                       token_output: str | None = None, declared: Any = None) -> StreamingPlan:
         """The plan for `model`; `declared` (InputDeclarations) adds the team's data, ranges, shapes."""
-        from ..inputs import optional_inputs
+        from ...inputs import optional_inputs
 
         inputs = list(metadata.get("inputs", []))
         prompt = next((i["name"] for i in inputs if i["datatype"] == "BYTES" and _TEXT_INPUT_NAMES.search(i["name"])), None)
@@ -71,8 +71,8 @@ class StreamingPlan:
         else the text and the token budget where the model has them, the LLM backends' conventional
         inputs (see LLM_CONVENTIONS) set as those backends expect, optional inputs left out and
         every other input synthesized (within `inputs.ranges`)."""
-        from ..input_data import tensor_from_value
-        from ..inputs import input_shape, random_tensor
+        from ...input_data import tensor_from_value
+        from ...inputs import input_shape, random_tensor
 
         entry: Mapping[str, Any] = {}
         where = ""
@@ -106,7 +106,7 @@ class StreamingPlan:
 
 
 def _np_type(datatype: str):
-    from ..inputs import numpy_dtype
+    from ...inputs import numpy_dtype
 
     return numpy_dtype(datatype)
 
@@ -145,7 +145,7 @@ def decode_outputs(response: Any) -> dict[str, np.ndarray]:
     whose bytes do not fit its datatype and shape is left out (output_problems says so)."""
     from tritonclient.utils import deserialize_bytes_tensor
 
-    from ..inputs import numpy_dtype
+    from ...inputs import numpy_dtype
 
     decoded = {}
     for index, output in enumerate(response.outputs):

@@ -1,7 +1,7 @@
 """PERF-1: each model measured at its target load (its min_throughput SLO as Poisson arrivals,
 else closed-loop concurrency perf_target_concurrency) and judged: the success rate first (named
 whatever the validity), then on a valid measurement the p99 against the budget and, at a
-min_throughput target, the achieved rate (load/target_rules.py). A rule too close to call makes
+min_throughput target, the achieved rate (performance/target_rules.py). A rule too close to call makes
 the check INCOMPLETE, naming it; a dead instance is the finding and its numbers are not judged."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..facts import Facts, TargetLoad
-from .client_health import record_client_health
-from .decision import slo_rules
-from .judged import record_judgement
+from ..load.client_health import record_client_health
+from ..load.decision import slo_rules
+from ..load.judged import record_judgement
+from ..load.profile import ModelProfile
+from ..load.server_record import record_server_side
 from .measured_models import budget_note
-from .profile import ModelProfile
-from .server_record import record_server_side
 from .target_rules import POISSON_SIGMAS, achieved_ratio, backlog, min_throughput_floor
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def success_finding(model: str, stats: Any, success_min: float) -> str:
 
 def judge_target_rate(check: CheckRecorder, model: str, rate: float, measurement: Any) -> None:
     """At a min_throughput target: achieved / offered in the same windows, the backlog left in flight
-    counted as offered and not achieved (load/target_rules.py), and the measured throughput against
+    counted as offered and not achieved (performance/target_rules.py), and the measured throughput against
     the SLO's rate less the Poisson arrivals' sampling noise."""
     stats = measurement.stats
     in_flight = measurement.traffic.in_flight_at_stop if measurement.traffic is not None else None

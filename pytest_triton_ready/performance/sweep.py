@@ -1,5 +1,5 @@
 """PERF-2: each model's throughput-latency curve measured point by point as the capacity search
-(load/curve.py) asks, then judged: enough trustworthy points, the shape before the knee, some point
+(performance/curve.py) asks, then judged: enough trustworthy points, the shape before the knee, some point
 within the budget, and the capacity within SLO published (a `Capacity` fact; a lower bound where
 the search's bound stopped it still rising). A model that lost an instance, or whose composing
 steps failed, publishes no capacity."""
@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..facts import Capacity, Facts
+from ..load.confidence import finite
+from ..load.judged import record_reuse
+from ..load.profile import ModelProfile
+from ..load.server_record import record_step_failures
 from ..server.pipelines import step_times
-from .confidence import finite
 from .curve import (
     KNEE_AND_CAPACITY,
     CapacitySearch,
@@ -25,11 +28,8 @@ from .curve import (
     shape_problems,
     undecided_within,
 )
-from .judged import record_reuse
 from .measured_models import budget_note
-from .profile import ModelProfile
 from .server_cpu import ServerCpu
-from .server_record import record_step_failures
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder

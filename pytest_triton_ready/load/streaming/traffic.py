@@ -1,5 +1,5 @@
 """Streaming (decoupled) mode of the load engine: gRPC ModelStreamInfer, one bidirectional stream per
-virtual user, responses matched to requests by id (what it counts: load/streaming_stats.py).
+virtual user, responses matched to requests by id (what it counts: load/streaming/stats.py).
 
 A request without its final response `deadline_s` after it was sent is **stuck**: it is reported
 with its id, the tokens it got and how long it waited, and the user goes on with its next request
@@ -21,19 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from .streaming_requests import (
-    StreamingPlan,
-    build_request,
-    decode_outputs,
-    is_final,
-    output_problems,
-    response_tokens,
-    text_of,
-)
-from .streaming_stats import RequestRecord, StreamStats, StreamTally, StuckRequest
-from .timeline import Timeline
+from ..timeline import Timeline
+from .requests import StreamingPlan, build_request, decode_outputs, is_final, output_problems, response_tokens, text_of
+from .stats import RequestRecord, StreamStats, StreamTally, StuckRequest
 
-STREAMING_DEMO_REPOSITORY = Path(__file__).resolve().parent.parent / "demo" / "streaming"
+STREAMING_DEMO_REPOSITORY = Path(__file__).resolve().parents[2] / "demo" / "streaming"
 ERROR_PAUSE_S = 0.01  # closed loop: a user whose request failed waits this long before the next one
 
 PromptSource = Callable[[int], tuple[str, int]]
@@ -42,7 +34,7 @@ PromptSource = Callable[[int], tuple[str, int]]
 def default_prompts(max_tokens: int, seed: int | None = None) -> PromptSource:
     """Different prompts on every request (so no cache can answer), from the shipped set
     (prompts.py), each asking for `max_tokens`."""
-    from ..prompts import shipped_prompts
+    from ...prompts import shipped_prompts
 
     return shipped_prompts(max_tokens, seed)
 
@@ -192,7 +184,7 @@ class StreamingLoad:
     load/runner.TrafficRunner, as BackgroundTraffic is).
     `looks_s` and `stop_when`: at each of these seconds after the warm-up, `stop_when` is given
     the stats measured so far, and the measurement ends (as at `duration_s`) when it answers
-    True (load/streaming_looks.py); `result.decided_at_s` says at which look, and `result.stats`
+    True (load/streaming/looks.py); `result.decided_at_s` says at which look, and `result.stats`
     are those it was decided on (`measured_stats`).
     """
 
@@ -314,7 +306,7 @@ class StreamingLoad:
 
     # -- the event loop ------------------------------------------------------------------------
     def _main(self) -> None:
-        from .background import shared_loop
+        from ..background import shared_loop
 
         try:  # gRPC's asyncio binds to the first loop it meets: every run uses the engine's one loop
             asyncio.run_coroutine_threadsafe(self._run(), shared_loop()).result()
@@ -460,5 +452,5 @@ class StreamingLoad:
             await asyncio.gather(*waiting, return_exceptions=True)
 
 
-if __name__ == "__main__":  # python -m pytest_triton_ready.load.streaming: where the streaming demo lies
+if __name__ == "__main__":  # python -m pytest_triton_ready.load.streaming.traffic: where the streaming demo lies
     print(STREAMING_DEMO_REPOSITORY)

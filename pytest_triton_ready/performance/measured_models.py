@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..load.profile import ModelProfile, profile
 from ..server.models import note_left_out, ready_models, served_as
-from .profile import ModelProfile, profile
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder

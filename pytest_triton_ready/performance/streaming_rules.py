@@ -1,6 +1,6 @@
 """Decisions of the streaming checks (checks/test_streaming.py), kept here to be unit-tested: which
 SLO applies, when a streamed measurement is too short to judge, and where the tokens/s curve bends
-or falls (on the points' confidence intervals, from load/streaming_confidence.py)."""
+or falls (on the points' confidence intervals, from load/streaming/confidence.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..load.confidence import Estimate
+from ..load.decision import FAIL, PASS, UNDECIDED, Judgement, judge, relative_rule
+from ..load.streaming.confidence import streaming_estimate, ttft_rule
 from ..thresholds import THRESHOLDS, ThresholdValue
-from .confidence import Estimate
-from .decision import FAIL, PASS, UNDECIDED, Judgement, judge, relative_rule
-from .streaming_confidence import streaming_estimate, ttft_rule
 
 # slo key -> the named threshold used without it
 SLO_KEYS = {
@@ -77,7 +77,7 @@ class StreamingPoint:
     def measured(cls, concurrency: int, stats: Any, *, success_min: float, min_requests: int,
                  level: float = 0.95, window_s: float = 2.0, shown_level: float | None = None) -> StreamingPoint:
         """The point a StreamingLoad's StreamStats give at `concurrency`, its intervals at `level`
-        from windows of about `window_s` (load/streaming_confidence.py), labelled `shown_level`
+        from windows of about `window_s` (load/streaming/confidence.py), labelled `shown_level`
         (the measurement's confidence, where `level` is one look's) when given."""
         problem = measurement_problem(stats.completed, stats.success_rate, len(stats.stuck),
                                       success_min=success_min, min_requests=min_requests)

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..llm_inputs import conventional_value, is_convention, sent_when_optional
-from .streaming_requests import StreamingPlan
+from ...llm_inputs import conventional_value, is_convention, sent_when_optional
+from .requests import StreamingPlan
 
 
 @dataclass

@@ -36,9 +36,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..load.confidence import Estimate, Interval, difference_interval, estimate, finite
+from ..load.decision import Rule, relative_rule, slo_rules
 from ..record.model import LoadPoint
-from .confidence import Estimate, Interval, difference_interval, estimate, finite
-from .decision import Rule, relative_rule, slo_rules
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class CurvePoint:
     throughput_interval: Interval | None = None
     p99_interval: Interval | None = None
     client_limited: str | None = None  # 'limited by the load generator (...)': its throughput is a lower bound
-    server_cpu_cores: float | None = None  # the server's process tree over the point (load/server_cpu.py)
+    server_cpu_cores: float | None = None  # the server's process tree over the point (performance/server_cpu.py)
 
     @classmethod
     def measured(cls, concurrency: int, measurement: Any) -> CurvePoint:

@@ -1,6 +1,6 @@
 """PERF-2 for a decoupled model: output tokens/s and TTFT p99 against concurrency 1, 2, 4 ...
 `streaming_curve_max_concurrency`. Each point is measured until its question is decided (TTFT p99
-within the SLO or not, and its success rate: load/streaming_looks.py), each at its share of the
+within the SLO or not, and its success rate: load/streaming/looks.py), each at its share of the
 curve's error budget (StreamingLooks.shares: the sweep's points), then the curve is judged
 (load/streaming_rules.judge_stream_curve) and recorded with each point's interval in its charts."""
 
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..facts import StreamingCapacity
-from .confidence import Estimate, finite
-from .decision import PASS, UNDECIDED
-from .streaming_confidence import success_rule, ttft_rule
+from ..load.confidence import Estimate, finite
+from ..load.decision import PASS, UNDECIDED
+from ..load.streaming.confidence import success_rule, ttft_rule
+from ..load.streaming.stats import StreamStats, report_stuck
 from .streaming_rules import CurveVerdict, StreamingPoint, capacity_is_lower_bound, enough_valid, judge_stream_curve
-from .streaming_stats import StreamStats, report_stuck
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder

@@ -1,6 +1,6 @@
 """MON-1 for a decoupled model: over a short streamed load, the server's success counter counts at
 least every request the client completed, and where the server exports a first-response histogram
-its median agrees with the client's TTFT median (load/streaming_rules.py reads the metrics)."""
+its median agrees with the client's TTFT median (performance/streaming_rules.py reads the metrics)."""
 
 from __future__ import annotations
 
