@@ -1,5 +1,5 @@
 """Checks of the addresses a setting can hold (host:port, a Ray cluster's address). Kept apart from
-options.py so the sections that declare such a setting (fleet.load_cluster) can use them."""
+settings/options.py so the sections that declare such a setting (fleet.load_cluster) can use them."""
 
 from __future__ import annotations
 

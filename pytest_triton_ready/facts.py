@@ -4,7 +4,7 @@ Each kind of fact is a frozen dataclass that declares the check producing it (`p
 `CheckRef`) and the key it carries in the report (`key`); a fact measured per model has a `model`
 field. The run holds one `Facts`: the producing check `publish`es, a later check asks by type,
 `get` where the fact is optional and `require` where it cannot go on without it. `require` raises
-`FactMissing`, which ends the asking check INCOMPLETE naming the producing check (plugin_results.py).
+`FactMissing`, which ends the asking check INCOMPLETE naming the producing check (plugin/results.py).
 
     facts.publish(Capacity(model="scale", max_throughput_within_slo_infer_s=410.0, ...))
     capacity = facts.require(Capacity, model="scale")   # or FactMissing: "... (PERF-2) ..."

@@ -316,7 +316,7 @@ def test_progress_after_is_a_setting_with_the_progress_default(tmp_path):
 
 
 def test_server_log_excerpt_keeps_new_warnings_and_errors_only():
-    from pytest_triton_ready.plugin_results import severe_log_lines
+    from pytest_triton_ready.plugin.results import severe_log_lines
 
     log = ("I1130 21:40:00.1 1 server.cc:1] started\n"
            "W1130 21:40:01.2 1 pinned_memory.cc:2] pinned memory pool not set\n"

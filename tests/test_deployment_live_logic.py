@@ -19,7 +19,7 @@ from pytest_triton_ready.deployment.manifest import read_manifest
 from pytest_triton_ready.deployment.posture import replicas_and_disruption_budget
 from pytest_triton_ready.deployment.probes import judge_probes
 from pytest_triton_ready.deployment.reading import DeploymentError
-from pytest_triton_ready.options import _deployment
+from pytest_triton_ready.settings.options import _deployment
 
 ONPREM = Path(__file__).parent / "data" / "deployments" / "k8s-onprem.yaml"
 SOURCE = "k8s://default/example-triton-inference-server"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_ready import plugin_results, plugin_state
 from pytest_triton_ready.counterparts import STREAMING_COUNTERPARTS, streaming_counterpart
 from pytest_triton_ready.errors import TritonReadyError
 from pytest_triton_ready.facts import (
@@ -30,6 +29,8 @@ from pytest_triton_ready.facts import (
     TargetLoad,
     VersionRollout,
 )
+from pytest_triton_ready.plugin import results as plugin_results
+from pytest_triton_ready.plugin import state as plugin_state
 from pytest_triton_ready.record.model import Result, Verdict
 from pytest_triton_ready.record.recorder import CheckRecorder
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_triton_ready.gate import EXIT_CODES, Scope, ScopeItem, WaiverError, exit_code, parse_waivers
-from pytest_triton_ready.plugin_finish import ran_nothing
+from pytest_triton_ready.plugin.finish import ran_nothing
 from pytest_triton_ready.record.model import Result, Verdict
 from pytest_triton_ready.record.verdict import Gaps, overall_verdict, verdict_reason
 from pytest_triton_ready.run import Run

@@ -145,7 +145,7 @@ def plan_classes():
 
 def test_launchers_are_listed_once_and_declare_capabilities_on_the_class(launchers):
     from pytest_triton_ready.launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES
-    from pytest_triton_ready.options import LAUNCHERS as SETTINGS_LAUNCHERS
+    from pytest_triton_ready.settings.options import LAUNCHERS as SETTINGS_LAUNCHERS
 
     assert SETTINGS_LAUNCHERS == LAUNCHER_NAMES == tuple(LAUNCHERS) == tuple(LAUNCHER_KINDS)
     for name, launcher in launchers.items():

@@ -61,7 +61,7 @@ def _installed_like_a_wheel(path) -> None:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-triton-ready-wheel\nVersion: 0.1.0\n")
     (dist / "entry_points.txt").write_text("[pytest11]\ntriton_ready = pytest_triton_ready.plugin\n")
     (dist / "RECORD").write_text("pytest_triton_ready/__init__.py,,\npytest_triton_ready/cli.py,,\n"
-                                 "pytest_triton_ready/plugin.py,,\n")
+                                 "pytest_triton_ready/plugin/__init__.py,,\n")
 
 
 @pytest.mark.parametrize("entry", [["-m", "pytest_triton_ready.cli"],

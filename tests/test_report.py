@@ -623,7 +623,7 @@ def test_wheel_ships_the_schema_and_templates(tmp_path):
 
 
 def test_a_check_title_is_the_first_sentence_of_its_docstring():
-    from pytest_triton_ready.plugin_results import check_title
+    from pytest_triton_ready.plugin.results import check_title
 
     assert check_title("""Every model answers with the outputs it
         declares (names, shapes). Then more detail.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_triton_ready.plugin_results import check_title
+from pytest_triton_ready.plugin.results import check_title
 from pytest_triton_ready.record.model import Finding, MeasuredValue, Result, Verdict
 from pytest_triton_ready.record.text import detail, format_bytes, format_threshold, format_value, measurement_label, outcome_mark, shorten
 from pytest_triton_ready.record.verdict import checklist, overall_verdict, verdict_counts, verdict_reason, worst

@@ -40,7 +40,7 @@ def test_a_cpu_only_machines_start_up_warnings_are_summed_up_once_and_left_out_o
 
     import pytest
 
-    from pytest_triton_ready.plugin_results import cpu_only_note, severe_log_lines
+    from pytest_triton_ready.plugin.results import cpu_only_note, severe_log_lines
 
     crash = 'E1201 20:33:34.274858 30527 model.cc:3] "stub crashed"'
     restarted = CPU_ONLY_START + crash + "\n" + CPU_ONLY_START.replace("9111", "30527")  # a restart says it again

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_triton_ready.options import OPTIONS
 from pytest_triton_ready.settings import build_settings
-from pytest_triton_ready.settings_file import file_model, sections
-from pytest_triton_ready.settings_reference import settings_reference
+from pytest_triton_ready.settings.file import file_model, sections
+from pytest_triton_ready.settings.options import OPTIONS
+from pytest_triton_ready.settings.reference import settings_reference
 from pytest_triton_ready.soak.schema import LIMIT_NAMES, SoakSection
 from pytest_triton_ready.thresholds import THRESHOLDS
 from pytest_triton_ready.yamlschema import is_section, unwrap
@@ -101,7 +101,7 @@ def test_docs_settings_reference_is_generated_from_the_declarations():
     text = (ROOT / "docs" / "settings.md").read_text()
     assert text == settings_reference(), (
         "docs/settings.md differs from the declarations; regenerate it: python -c 'from "
-        "pytest_triton_ready.settings_reference import settings_reference as r; print(r(), end=\"\")' > docs/settings.md")
+        "pytest_triton_ready.settings.reference import settings_reference as r; print(r(), end=\"\")' > docs/settings.md")
 
 
 def test_readme_settings_table_names_every_option_with_its_env_and_yaml_key():

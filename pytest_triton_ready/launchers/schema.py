@@ -1,7 +1,7 @@
 """The launchers' own YAML sections: `container:` for the container launcher.
 
 The keys used to live in `server:` (`server.image`, `server.gpus`, `server.shm_size`,
-`server.ulimits`); those spellings are still read, with a deprecation line (settings_file.py,
+`server.ulimits`); those spellings are still read, with a deprecation line (settings/file.py,
 `MOVED_KEYS`).
 """
 

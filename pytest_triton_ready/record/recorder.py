@@ -5,7 +5,7 @@ The record keeps three kinds of entry apart:
 - judgements: a measurement compared with a named threshold (`measure(..., threshold=...)`), or an
   error rule evaluated on data measured in this run (`judge(rule, passed, ...)`; an error
   `finding` is a judged rule that failed). Only judgements earn a PASS: a check that judged
-  nothing ends INCOMPLETE (plugin_results.py);
+  nothing ends INCOMPLETE (plugin/results.py);
 - information: a `measure` without a threshold, warning and info findings, charts, evidence;
 - settings: configured values the check ran with (`setting`), never measurements.
 

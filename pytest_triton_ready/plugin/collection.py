@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from .gate import Scope, ScopeItem
-from .plugin_state import PLAN_ONLY_KEY, RUN_KEY, check_identity
-from .record.model import RUN_ORDER
-from .run import Run
+from ..gate import Scope, ScopeItem
+from ..record.model import RUN_ORDER
+from ..run import Run
+from .state import PLAN_ONLY_KEY, RUN_KEY, check_identity
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -54,7 +54,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def _scope_source(config: pytest.Config) -> str:
-    from .cli import checklist_dir
+    from ..cli import checklist_dir
 
     packaged = str(checklist_dir())
     args = [str(a) for a in config.args]
@@ -77,8 +77,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _show_plan(session: pytest.Session, run: Run) -> None:
     """Print what is under test, who owns it and what the checks about to run will do to it."""
-    from .estimates import estimate_block
-    from .policy import plan_block
+    from ..estimates import estimate_block
+    from ..policy import plan_block
 
     running = {identity[0] for identity in map(check_identity, session.items) if identity is not None}
     waived = sorted({i.check_id for i in run.scope.items if run.scope.live_waiver(i)})

@@ -3,10 +3,10 @@ the thresholds (tests/test_settings_declared.py keeps the file and the code equa
 
 from __future__ import annotations
 
+from ..thresholds import THRESHOLDS
+from ..yamlschema import settings_table
+from .file import SloSection, file_model, sections
 from .options import OPTIONS
-from .settings_file import SloSection, file_model, sections
-from .thresholds import THRESHOLDS
-from .yamlschema import settings_table
 
 SECTION_DOCS = {
     "server": "docs/container-and-gpu.md", "container": "docs/container-and-gpu.md", "models": "docs/models.md",
@@ -22,12 +22,12 @@ def settings_reference() -> str:
     out = [
         "# Settings reference",
         "",
-        "Generated from the declarations in the code (`OPTIONS` in `pytest_triton_ready/options.py`, the",
-        "section models in `pytest_triton_ready/settings_file.py`, each phase's section model,",
+        "Generated from the declarations in the code (`OPTIONS` in `pytest_triton_ready/settings/options.py`, the",
+        "section models in `pytest_triton_ready/settings/file.py`, each phase's section model,",
         "`pytest_triton_ready/thresholds.py`);",
         "`tests/test_settings_declared.py` fails when this file and the code disagree. Regenerate with",
         "",
-        "    python -c 'from pytest_triton_ready.settings_reference import settings_reference as r; "
+        "    python -c 'from pytest_triton_ready.settings.reference import settings_reference as r; "
         "print(r(), end=\"\")' > docs/settings.md",
         "",
         "Precedence, highest first: a check's marker > command line > environment > YAML > ini > default.",

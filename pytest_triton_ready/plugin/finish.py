@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from .duration import now_iso
-from .gate import exit_code
-from .plugin_state import PLAN_ONLY_KEY, REPORT_ERROR_KEY, REPORT_FILES_KEY, REPORT_KEPT_KEY, RUN_KEY
-from .record.model import Result, Verdict, phase_of
-from .run import Run
+from ..duration import now_iso
+from ..gate import exit_code
+from ..record.model import Result, Verdict, phase_of
+from ..run import Run
+from .state import PLAN_ONLY_KEY, REPORT_ERROR_KEY, REPORT_FILES_KEY, REPORT_KEPT_KEY, RUN_KEY
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -34,7 +34,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     _record_unreached(run, session.exitstatus)
     run.finished_at = now_iso()
-    from .report import write_reports
+    from ..report import write_reports
 
     session.exitstatus = exit_code(run.verdict(), pytest_status=int(session.exitstatus), unreachable=run.unreachable)
     _junit_suite_properties(session.config, run, session.exitstatus)
@@ -126,7 +126,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if kept:
         terminalreporter.line(f"triton-ready: no check ran; the report in {kept} was left as it was")
         return
-    from .report.terminal import checklist_rows
+    from ..report.terminal import checklist_rows
 
     writer = terminalreporter
     if not run.unreachable:
@@ -175,7 +175,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _write_verdict(config: pytest.Config, writer) -> None:
-    from .report.terminal import OVERALL_MARKUP
+    from ..report.terminal import OVERALL_MARKUP
 
     run = config.stash[RUN_KEY]
     if not run.results and run.scope is None:

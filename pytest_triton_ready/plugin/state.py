@@ -1,13 +1,13 @@
 """Where the plugin keeps the run in pytest's stash, and which checklist item a test item is: shared
-by the plugin's modules (plugin.py and the plugin_* modules)."""
+by the plugin's modules (plugin/__init__.py and the plugin_* modules)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .record.model import phase_of
-from .record.recorder import CheckRecorder
-from .run import Run
+from ..record.model import phase_of
+from ..record.recorder import CheckRecorder
+from ..run import Run
 
 RUN_KEY = pytest.StashKey[Run]()
 RECORDER_KEY = pytest.StashKey[CheckRecorder]()

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from .facts import FactMissing
-from .plugin_state import RECORDER_KEY, RUN_KEY, check_identity
-from .record.model import Evidence, Result, Verdict
-from .record.recorder import CheckRecorder
-from .report.junit import junit_properties
+from ..facts import FactMissing
+from ..record.model import Evidence, Result, Verdict
+from ..record.recorder import CheckRecorder
+from ..report.junit import junit_properties
+from .state import RECORDER_KEY, RUN_KEY, check_identity
 
 
 def _result_for(item: pytest.Item) -> Result | None:
@@ -44,7 +44,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """A progress line for a check that runs longer than a few seconds (progress.py)."""
-    from . import progress
+    from .. import progress
 
     recorder = item.stash.get(RECORDER_KEY, None)
     write = progress.terminal_writer(item.config) if recorder is not None else None
@@ -161,7 +161,7 @@ def severe_log_lines(text: str, shown: set[str]) -> list[str]:
     """The server's warning and error lines (glog E/W/F prefixes, ISO8601 ` E `/` W `, anything
     saying error or traceback) not shown before; at most the last SERVER_LOG_LINES. A CPU-only
     machine's start-up warnings (server/log.py CPU_ONLY_SIGNS) are left out: `cpu_only_note` says them once."""
-    from .server.log import cpu_only_sign
+    from ..server.log import cpu_only_sign
 
     lines = [line for line in text.splitlines() if _SEVERE.search(line) and line not in shown
              and not cpu_only_sign(line)]
@@ -171,7 +171,7 @@ def severe_log_lines(text: str, shown: set[str]) -> list[str]:
 def cpu_only_note(text: str, config: pytest.Config) -> str | None:
     """The one line that sums up a CPU-only machine's start-up warnings in `text`, the first time
     a run meets them; None after that, or when there are none."""
-    from .server.log import cpu_only_summary
+    from ..server.log import cpu_only_summary
 
     if config.stash.get(CPU_ONLY_NOTED_KEY, False):
         return None

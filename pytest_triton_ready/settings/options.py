@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .addresses import host_port as _host_port
-from .addresses import load_cluster as _load_cluster
-from .deployment import DEFAULT_KUBERNETES_VERSION
-from .launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES
-from .launchers.schema import DEFAULT_SHM_SIZE, container_help
-from .launchers.ulimits import DEFAULT_ULIMITS
-from .progress import QUIET_S
-from .redaction import split_credentials
+from ..addresses import host_port as _host_port
+from ..addresses import load_cluster as _load_cluster
+from ..deployment import DEFAULT_KUBERNETES_VERSION
+from ..launchers.registry import LAUNCHER_KINDS, LAUNCHER_NAMES
+from ..launchers.schema import DEFAULT_SHM_SIZE, container_help
+from ..launchers.ulimits import DEFAULT_ULIMITS
+from ..progress import QUIET_S
+from ..redaction import split_credentials
 
 LAUNCHERS = LAUNCHER_NAMES  # one list, in launchers/registry.py
 
@@ -86,7 +86,7 @@ def whole_count(text: str | int) -> int:
 
 
 def _ulimits(value: Any) -> str:
-    from .launchers.ulimits import ulimits_setting
+    from ..launchers.ulimits import ulimits_setting
 
     return ulimits_setting(value)
 
@@ -98,7 +98,7 @@ def _launcher(text: str) -> str:
 
 
 def _duration(text: str | float) -> float:
-    from .duration import parse_duration
+    from ..duration import parse_duration
 
     seconds = parse_duration(text)
     if not math.isfinite(seconds):
@@ -118,7 +118,7 @@ def _flag(text: str | bool) -> bool:
 
 
 def _allow_list(text: str | list[str]) -> list[str]:
-    from .policy import parse_allow  # the policy module owns the action classes
+    from ..policy import parse_allow  # the policy module owns the action classes
 
     return parse_allow(text)
 
@@ -162,7 +162,7 @@ def _deployment(text: str) -> Path | str:
     """A file or folder of manifests, or k8s://NAMESPACE/NAME (the live objects of a cluster)."""
     text = str(text).strip()
     if text.startswith("k8s://"):
-        from .deployment.live import parse_live
+        from ..deployment.live import parse_live
 
         parse_live(text)
         return text

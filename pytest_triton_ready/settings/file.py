@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, create_model, model_validator
 
-from .launchers.schema import ContainerSection
+from ..launchers.schema import ContainerSection
+from ..yamlschema import Section, setting
 from .options import OPTION_BY_KEY, whole_count
-from .yamlschema import Section, setting
 
 
 def _checked_by(key: str) -> AfterValidator:
@@ -152,16 +152,16 @@ MOVED_KEYS = {"container.image": "server.image", "container.gpus": "server.gpus"
 def phase_sections() -> dict[str, type[BaseModel]]:
     """Each YAML section a phase owns, by name: declared in the phase's module (imported here
     lazily: the phase packages import the settings themselves)."""
-    from .faults.schema import FaultsSection
-    from .fleet.targets import FleetSection
-    from .gate import GateSection
-    from .lint.schema import LintSection
-    from .load.profile import PerformanceSection
-    from .monitoring.config import MonitoringSection
-    from .operations.schema import OperationsSection
-    from .policy import AttachSection
-    from .security.schema import SecuritySection
-    from .soak.schema import SoakSection
+    from ..faults.schema import FaultsSection
+    from ..fleet.targets import FleetSection
+    from ..gate import GateSection
+    from ..lint.schema import LintSection
+    from ..load.profile import PerformanceSection
+    from ..monitoring.config import MonitoringSection
+    from ..operations.schema import OperationsSection
+    from ..policy import AttachSection
+    from ..security.schema import SecuritySection
+    from ..soak.schema import SoakSection
 
     return {"lint": LintSection, "performance": PerformanceSection, "soak": SoakSection, "faults": FaultsSection,
             "monitoring": MonitoringSection, "operations": OperationsSection, "security": SecuritySection,

@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .deployment import DEFAULT_KUBERNETES_VERSION
-from .errors import TritonReadyError
-from .expectations import parse_expectation
-from .input_data import InputData, InputDataError, load_input_data
-from .inputs import InputDeclarations
-from .launchers.registry import launcher_kind
-from .launchers.schema import DEFAULT_SHM_SIZE
-from .launchers.ulimits import DEFAULT_ULIMITS
-from .options import OPTIONS
-from .progress import QUIET_S
-from .redaction import (
+from ..deployment import DEFAULT_KUBERNETES_VERSION
+from ..errors import TritonReadyError
+from ..expectations import parse_expectation
+from ..input_data import InputData, InputDataError, load_input_data
+from ..inputs import InputDeclarations
+from ..launchers.registry import launcher_kind
+from ..launchers.schema import DEFAULT_SHM_SIZE
+from ..launchers.ulimits import DEFAULT_ULIMITS
+from ..progress import QUIET_S
+from ..redaction import (
     MIN_SECRET_CHARS,
     Redactor,
     SecretError,
@@ -35,9 +34,10 @@ from .redaction import (
     split_credentials,
     too_short,
 )
-from .settings_file import MOVED_KEYS, file_model, sections
-from .thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
-from .yamlschema import Lines, SchemaError, load_yaml, validate
+from ..thresholds import THRESHOLDS, ThresholdValue, pair_problems, threshold_problem
+from ..yamlschema import Lines, SchemaError, load_yaml, validate
+from .file import MOVED_KEYS, file_model, sections
+from .options import OPTIONS
 
 REDACTED = "***"
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from .gate import EXIT_UNREACHABLE
-from .plugin_state import RECORDER_KEY, RUN_KEY
-from .record.recorder import CheckRecorder
+from ..gate import EXIT_UNREACHABLE
+from ..record.recorder import CheckRecorder
+from .state import RECORDER_KEY, RUN_KEY
 
 
 @pytest.fixture(scope="session")
@@ -24,9 +24,9 @@ def triton(pytestconfig: pytest.Config) -> Iterator:
     """The server under test (a Target): `.client` speaks to it, `.models()` lists the models in
     scope, `.launcher` owns the process when the run launched it. An unreachable server fails
     every check that uses it with one line."""
-    from .launchers import LaunchError
-    from .server.client import TritonUnreachable
-    from .target import Target
+    from ..launchers import LaunchError
+    from ..server.client import TritonUnreachable
+    from ..target import Target
 
     run = pytestconfig.stash[RUN_KEY]
     if not run.target_error:
@@ -55,7 +55,7 @@ def triton_metrics(triton):
 def gpu(triton):
     """Reads the server's GPUs (a GpuReader): NVML on the same host, else Triton's nv_gpu_* metrics.
     `gpu.read()` is empty with `gpu.unavailable_reason` set when neither works."""
-    from .server.gpu import GpuReader
+    from ..server.gpu import GpuReader
 
     return GpuReader.for_target(triton)
 
@@ -74,9 +74,9 @@ def load(triton, gpu):
       stable and valid (thresholds `load_*`), with the server's statistics and GPU readings for
       the same windows: a Measurement with `.stats`, `.stable`, `.valid`, `.problem()`, `.server`.
     """
-    from .budget import guard_budget
-    from .load import LoadEngine
-    from .policy import guard_load
+    from ..budget import guard_budget
+    from ..load import LoadEngine
+    from ..policy import guard_load
 
     engine = guard_load(LoadEngine.for_target(triton, gpu_reader=gpu), triton.settings)  # the attach load ceiling
     return guard_budget(engine, triton.settings)  # the run budget (--triton-budget)
@@ -94,7 +94,7 @@ def faults(triton, load, triton_settings):
     run owns (`faults.owns_process`; else `faults.destructive_unavailable()` says why) and leave
     it ready again before they return. Durations and rate: the YAML section `faults:`.
     """
-    from .faults import FaultInjector, FaultPlan
+    from ..faults import FaultInjector, FaultPlan
 
     try:
         plan = FaultPlan.from_section(triton_settings.section_model("faults"))

@@ -2,10 +2,10 @@
 and the run built at configure time, and the redaction of everything the terminal and JUnit show.
 
 The rest of the plugin is registered from here (`pytest_plugins`): the public fixtures
-(plugin_fixtures.py: `triton_settings`, `triton`, `triton_metrics`, `gpu`, `load`, `faults`,
-`triton_facts`, `triton_run`, `check`), collection and the run plan (plugin_collection.py), each
-check's outcome and Result (plugin_results.py), and the reports and verdict at the end
-(plugin_finish.py).
+(plugin/fixtures.py: `triton_settings`, `triton`, `triton_metrics`, `gpu`, `load`, `faults`,
+`triton_facts`, `triton_run`, `check`), collection and the run plan (plugin/collection.py), each
+check's outcome and Result (plugin/results.py), and the reports and verdict at the end
+(plugin/finish.py).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from .options import OPTIONS
-from .plugin_state import RECORDER_KEY, RUN_KEY, check_identity
-from .redaction import RedactingStream, Redactor
-from .run import Run
-from .settings import SettingsError, build_settings
+from ..redaction import RedactingStream, Redactor
+from ..run import Run
+from ..settings import SettingsError, build_settings
+from ..settings.options import OPTIONS
+from .state import RECORDER_KEY, RUN_KEY, check_identity
 
-pytest_plugins = ["pytest_triton_ready.plugin_fixtures", "pytest_triton_ready.plugin_collection",
-                  "pytest_triton_ready.plugin_results", "pytest_triton_ready.plugin_finish"]
+pytest_plugins = ["pytest_triton_ready.plugin.fixtures", "pytest_triton_ready.plugin.collection",
+                  "pytest_triton_ready.plugin.results", "pytest_triton_ready.plugin.finish"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,14 +72,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"triton-ready: {exc}") from None
-    from .report import report_dir_problem
+    from ..report import report_dir_problem
 
     problem = report_dir_problem(settings.readiness_report)
     if problem:  # say so now, not after a long run whose report could not be written
         raise pytest.UsageError(f"triton-ready: --readiness-report from {settings.sources.get('readiness_report')}: "
                                 f"{problem}")
     _refuse_parallel_workers(config, settings)
-    from .gate import WaiverError, parse_waivers
+    from ..gate import WaiverError, parse_waivers
 
     try:
         waivers = parse_waivers([w.model_dump() for w in settings.section_model("gate").waivers],
@@ -89,8 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
     run = Run(settings)
     run.waivers = waivers
     if settings.triton_deployment is not None:  # an invalid manifest stops the run before any check
-        from .deployment.manifest import read_manifest
-        from .deployment.reading import DeploymentError
+        from ..deployment.manifest import read_manifest
+        from ..deployment.reading import DeploymentError
 
         try:
             run.deployment = read_manifest(settings.triton_deployment, settings.triton_kubernetes_version)
@@ -100,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.redactor():
         config.pluginmanager.register(JunitRedaction(settings.redactor()), "triton-ready-junit-redaction")
     if settings.triton_budget:
-        from .estimates import BudgetPlugin
+        from ..estimates import BudgetPlugin
 
         config.pluginmanager.register(BudgetPlugin(settings, check_identity, RECORDER_KEY), "triton-ready-budget")
     config.stash[RUN_KEY] = run
@@ -139,7 +139,7 @@ def _refuse_parallel_workers(config: pytest.Config, settings) -> None:
     change the server): pytest-xdist workers would each judge a fragment."""
     if not getattr(config.option, "numprocesses", None):
         return
-    from .cli import checklist_dir
+    from ..cli import checklist_dir
 
     runs_checklist = any(str(checklist_dir()) in str(arg) for arg in config.args)
     if runs_checklist or any(source != "default" for source in settings.sources.values()):
