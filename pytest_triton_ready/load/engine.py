@@ -27,6 +27,7 @@ from .background import BackgroundTraffic
 from .client_health import ClientLimits, fell_behind, guard, is_behind, saturated
 from .decision import UNDECIDED, Judgement, Rule, decided_enough, judge_measurement
 from .errors import dead_instances
+from .plan_runners import ClusterRunner, LocalRunner, PlanNotRun, PlanRunner, ProcessRunner
 from .requests import DEFAULT_POOL_SIZE, RequestPool, build_pool
 from .senders import make_sender
 from .server_side import ModelWindow, ServerProbe, ServerWindow
@@ -34,7 +35,7 @@ from .stability import MeasureRules, stability, validity
 from .stats import Stats, Tally, merged
 from .timeline import Timeline
 from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
-from .workers import auto_workers, run_in_workers
+from .workers import auto_workers
 
 if TYPE_CHECKING:
     from ..server.under_test import ServerUnderTest
@@ -190,7 +191,7 @@ class LoadEngine:
                            warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
                            max_in_flight=max_in_flight, late_drop_s=late_drop_s, duration_s=duration_s, seed=seed,
                            request_timeout_s=self.request_timeout_s)
-        return self._background(plan, protocol, server_stats, on_window)
+        return self.background(plan, protocol, server_stats, on_window)
 
     def closed_loop(self, models: str | list[str] | Mapping[str, int], concurrency: int | None = None, *,
                     protocol: str = "grpc", batch_size: int = 1, duration_s: float | None = None,
@@ -202,7 +203,7 @@ class LoadEngine:
         plan = TrafficPlan({m: self.pool(m, batch_size) for m in counts}, "closed", concurrency=counts,
                            warmup_s=warmup_s, window_s=window_s, bin_s=bin_s, max_bins=max_bins,
                            duration_s=duration_s, request_timeout_s=self.request_timeout_s)
-        return self._background(plan, protocol, server_stats, on_window)
+        return self.background(plan, protocol, server_stats, on_window)
 
     def run(self, traffic: BackgroundTraffic) -> TrafficResult:
         """Start traffic that has a duration and wait for it to end."""
@@ -210,9 +211,10 @@ class LoadEngine:
         traffic.wait()
         return traffic.stop()
 
-    def _background(self, plan: TrafficPlan, protocol: str, server_stats: bool,
-                    on_window: Callable[[Window], Any] | None,
-                    stop_when: Callable[[list[Window]], bool] | None = None) -> BackgroundTraffic:
+    def background(self, plan: TrafficPlan, protocol: str, server_stats: bool,
+                   on_window: Callable[[Window], Any] | None,
+                   stop_when: Callable[[list[Window]], bool] | None = None) -> BackgroundTraffic:
+        """The plan as traffic in a background thread (not started), its sender made for `protocol`."""
         probe = self.probe_factory(list(plan.pools)) if server_stats and self.probe_factory else None
         in_flight = sum(plan.concurrency.values()) or plan.max_in_flight
 
@@ -309,19 +311,29 @@ class LoadEngine:
             plan = TrafficPlan({model: pool}, "open", rates={model: rate}, poisson=poisson, warmup_s=rules.warmup_s,
                                window_s=rules.window_s, bin_s=None, keep_tallies=kept,
                                keep_window_tallies=judged is not None, request_timeout_s=self.request_timeout_s)
+        runner = self.runner_for(model, concurrency, rate, protocol, server_stats, workers)
+        try:
+            result = runner.run(plan, done)
+        except PlanNotRun as exc:
+            empty = Stats(0, {}, 0, 0.0, 0.0, {"p50": None, "p90": None, "p95": None, "p99": None, "p99.9": None})
+            return Measurement(model, plan.mode, concurrency, rate, empty, [], False, "not measured", False, str(exc),
+                               rules, None, protocol, runner.workers, cluster=runner.cluster)
+        measurement = measurement_from(model, result, rules, concurrency, rate, protocol, runner.workers, judged)
+        measurement.cluster = runner.cluster
+        return measurement
+
+    def runner_for(self, model: str, concurrency: int | None, rate: float | None, protocol: str, server_stats: bool,
+                   workers: int | str) -> PlanRunner:
+        """Where a measurement runs: on the Ray cluster of `--triton-load-cluster` when one is set, else in
+        `workers` processes (`"auto"`: as many as the load needs, load/workers.auto_workers), else here."""
         cluster = getattr(self.settings, "triton_load_cluster", None)
-        if cluster:  # workers on a Ray cluster (load/ray_workers.py); failures make the measurement INCOMPLETE
-            return _measure_on_cluster(self, cluster, model, plan, rules, concurrency, rate, protocol, server_stats,
-                                       done, judged)
         count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
-        if count > 1:
-            probe = self.probe_factory([model]) if server_stats and self.probe_factory else None
-            transport = {"protocol": protocol, "grpc_url": self.grpc_url, "http_url": self.http_url,
-                         "headers": self.headers, "timeout_s": self.timeout_s}
-            result = run_in_workers(plan, count, transport, probe, done)
-        else:
-            result = self.run(self._background(plan, protocol, server_stats, None, stop_when=done))
-        return measurement_from(model, result, rules, concurrency, rate, protocol, count, judged)
+        if not cluster and count == 1:
+            return LocalRunner(self, protocol, server_stats)
+        probe = self.probe_factory([model]) if server_stats and self.probe_factory else None
+        transport = {"protocol": protocol, "grpc_url": self.grpc_url, "http_url": self.http_url,
+                     "headers": self.headers, "timeout_s": self.timeout_s}
+        return ClusterRunner(cluster, transport, probe) if cluster else ProcessRunner(count, transport, probe)
 
 
 class RecentMeasurements:
@@ -467,27 +479,3 @@ def _positive(values: dict[str, float], what: str) -> dict[str, float]:
         if not value or value <= 0:
             raise ValueError(f"{what} for {model} must be positive, got {value!r}")
     return values
-
-
-def _measure_on_cluster(engine: Any, address: str, model: str, plan: TrafficPlan, rules: Any,
-                       concurrency: int | None, rate: float | None, protocol: str, server_stats: bool,
-                       stop_when: Callable[[list[Window]], bool], judged: Sequence[Rule] | None = None) -> Any:
-    """LoadEngine.measure with its workers on the cluster. A cluster that cannot be used, or a
-    worker that died, gives a Measurement that is not valid (so INCOMPLETE in a check), with the
-    one-line reason as its validity detail."""
-    from .ray_workers import ClusterError, ClusterInfo, run_on_cluster  # Ray only when a cluster is asked for
-
-    probe = engine.probe_factory([model]) if server_stats and engine.probe_factory else None
-    transport = {"protocol": protocol, "grpc_url": engine.grpc_url, "http_url": engine.http_url,
-                 "headers": engine.headers, "timeout_s": engine.timeout_s}
-    info = ClusterInfo(address)
-    try:
-        result = run_on_cluster(address, plan, transport, probe, stop_when, info=info)
-    except ClusterError as exc:
-        empty = Stats(0, {}, 0, 0.0, 0.0, {"p50": None, "p90": None, "p95": None, "p99": None, "p99.9": None})
-        return Measurement(model, plan.mode, concurrency, rate, empty, [], False, "not measured", False,
-                           f"load workers on Ray: {exc}", rules, None, protocol, len(info.workers),
-                           cluster=info.to_dict())
-    measurement = measurement_from(model, result, rules, concurrency, rate, protocol, len(info.workers), judged)
-    measurement.cluster = info.to_dict()
-    return measurement
