@@ -8,10 +8,10 @@ and served as written. CFG-4: GPU memory, host memory and the pinned pool once e
 
 import pytest
 
+from pytest_triton_ready.config.resources import gpu_memory_use, host_memory_use, pinned_pool_bytes, polled_snapshot
+from pytest_triton_ready.config.versions import judge_version_policy
 from pytest_triton_ready.lint.deployment import lint_deployment
-from pytest_triton_ready.lint.resources import gpu_memory_use, host_memory_use, pinned_pool_bytes, polled_snapshot
 from pytest_triton_ready.lint.sources import deployment_configs, gpu_models
-from pytest_triton_ready.lint.versions import judge_version_policy
 from pytest_triton_ready.server.models import defer_to_streaming, initial_state_of, ready_models, served_as
 from pytest_triton_ready.serving import judge_answers, judge_models_ready
 

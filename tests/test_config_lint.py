@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKS, TEST_REPOSITORIES
+from pytest_triton_ready.config.resources import gpu_memory_use, gpus_over
 from pytest_triton_ready.launchers.embedded import DEMO_REPOSITORY, EmbeddedLauncher
 from pytest_triton_ready.lint import LintContext, lint
 from pytest_triton_ready.lint.engine import RULES
 from pytest_triton_ready.lint.model_memory import memory_by_gpu, memory_delta
 from pytest_triton_ready.lint.modelconfig import ConfigSyntaxError, read_model_directory
-from pytest_triton_ready.lint.resources import gpu_memory_use, gpus_over
 from pytest_triton_ready.server.gpu import readings_from_metrics
 from pytest_triton_ready.server.metrics import MetricsSnapshot
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_triton_ready.config.versions import judge_version_policy, policy_problems, served_by_index
 from pytest_triton_ready.lint.deployment import memory_unmeasured_reason
 from pytest_triton_ready.lint.modelconfig import read_model_directory, source_from_server
 from pytest_triton_ready.lint.sources import DeploymentConfigs
-from pytest_triton_ready.lint.versions import judge_version_policy, policy_problems, served_by_index
 from pytest_triton_ready.record.model import Result
 from pytest_triton_ready.record.recorder import CheckRecorder
 from pytest_triton_ready.serving import UNPARSED, judge_models_ready, model_states, same_outputs

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .modelconfig import ModelSource
-from .sources import DeploymentConfigs
+from ..lint.modelconfig import ModelSource
+from ..lint.sources import DeploymentConfigs
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder
