@@ -16,7 +16,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .background import new_loop
@@ -51,7 +51,7 @@ def split(total: float, parts: int, integer: bool) -> list[float]:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_runner(runner_pid: int | None) -> None:
+def die_with_runner(runner_pid: int | None) -> None:
     """A worker ends when the runner that started it dies, SIGKILL included.
 
     The kernel's parent-death signal (prctl PR_SET_PDEATHSIG) SIGKILLs this process when the
@@ -81,7 +81,7 @@ def _die_with_runner(runner_pid: int | None) -> None:
 
 def _worker_main(index: int, plan: TrafficPlan, transport: dict, start: Any, out: Any, stop: Any,
                  runner_pid: int | None = None) -> None:
-    _die_with_runner(runner_pid)
+    die_with_runner(runner_pid)
 
     async def run() -> None:
         sender = make_sender(transport["protocol"], transport["grpc_url"], transport["http_url"],
@@ -126,13 +126,66 @@ def _overall(traffic: Traffic) -> dict[str, Tally]:
     return traffic.recorder.overall
 
 
+class WorkerProcesses:
+    """Spawned load workers and the one queue they report on. `target(index, *args, start, out,
+    stop, runner_pid)` runs in each; every worker reports ("ready", index) once it can send, then
+    all start at one instant (`StartSignal`), and each ends with ("done", index, ...) or ("error",
+    index, text). `messages()` yields every other message, and ("go", start_at) once all are ready;
+    the first error stops them all. As a context manager it starts them, and at the end stops them,
+    ended or killed."""
+
+    def __init__(self, target: Callable[..., None], args: list[tuple], max_wait_s: float) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.out = context.Queue()
+        self.stop = context.Event()
+        self.start = StartSignal(context)
+        self.processes = [context.Process(target=target, args=(i, *a, self.start, self.out, self.stop, os.getpid()),
+                                          daemon=True) for i, a in enumerate(args)]
+        self.deadline = time.time() + max_wait_s + START_DELAY_S
+        self.finals: dict[int, tuple] = {}
+        self.errors: list[str] = []
+
+    def __enter__(self) -> WorkerProcesses:
+        for process in self.processes:
+            process.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        for process in self.processes:
+            process.join(10)
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+
+    def messages(self) -> Iterator[tuple]:
+        ready: set[int] = set()
+        workers = len(self.processes)
+        while len(self.finals) + len(self.errors) < workers and time.time() < self.deadline:
+            try:
+                message = self.out.get(timeout=0.5)
+            except queue.Empty:
+                if not any(p.is_alive() for p in self.processes):
+                    return
+                continue
+            kind = message[0]
+            if kind == "ready":
+                ready.add(message[1])
+                if len(ready) == workers:  # every worker has its transport: all start at one instant
+                    yield ("go", self.start.give(START_DELAY_S))
+            elif kind == "error":
+                self.errors.append(message[2])
+                self.stop.set()
+            elif kind == "done":
+                self.finals[message[1]] = message[2:]
+            else:
+                yield message
+
+
 def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any = None,
                    stop_when: Callable[[list[Window]], bool] | None = None,
                    max_wait_s: float = 3600.0) -> TrafficResult:
     """Run `plan` split across `workers` processes; windows merged, `stop_when` decided here."""
-    context = multiprocessing.get_context("spawn")
-    out = context.Queue()
-    stop = context.Event()
     shares = []
     for i in range(workers):
         share = TrafficPlan(**{**plan.__dict__})
@@ -142,62 +195,36 @@ def run_in_workers(plan: TrafficPlan, workers: int, transport: dict, probe: Any 
         else:
             share.rates = {m: split(r, workers, False)[i] for m, r in plan.rates.items()}
         shares.append(share)
-    start = StartSignal(context)
-    processes = [context.Process(target=_worker_main, args=(i, shares[i], {**transport, "in_flight": max(
-        1, sum(shares[i].concurrency.values()) or plan.max_in_flight)}, start, out, stop, os.getpid()),
-        daemon=True)
-        for i in range(workers)]
-    for process in processes:
-        process.start()
+    pool = WorkerProcesses(_worker_main, [(share, {**transport, "in_flight": max(
+        1, sum(share.concurrency.values()) or plan.max_in_flight)}) for share in shares], max_wait_s)
     edges = None
     assembler = WindowAssembler(workers, plan, None)
-    ready, started = set(), {}
-    finals: dict[int, tuple] = {}
-    errors = []
-    deadline = time.time() + max_wait_s + START_DELAY_S
+    started: dict[int, float] = {}
     started_mono = time.monotonic()
-    try:
-        while len(finals) + len(errors) < workers and time.time() < deadline:
-            try:
-                message = out.get(timeout=0.5)
-            except queue.Empty:
-                if not any(p.is_alive() for p in processes):
-                    break
-                continue
+    with pool:
+        for message in pool.messages():
             kind = message[0]
-            if kind == "ready":
-                ready.add(message[1])
-                if len(ready) == workers:  # every worker has its transport: all start at one instant
-                    start_at = start.give(START_DELAY_S)
-                    started_mono = time.monotonic() + (start_at - time.time())
-                    if plan.duration_s is not None:
-                        threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s + plan.duration_s,
-                                        stop.set).start()
+            if kind == "go":
+                start_at = message[1]
+                started_mono = time.monotonic() + (start_at - time.time())
+                if plan.duration_s is not None:
+                    threading.Timer(max(0.0, start_at - time.time()) + plan.warmup_s + plan.duration_s,
+                                    pool.stop.set).start()
             elif kind == "started":
                 started[message[1]] = message[2]
                 if len(started) == workers and probe is not None and plan.window_s:
                     first_edge = sum(started.values()) / workers + plan.warmup_s
-                    edges = assembler.edges = EdgeSnapshots(probe, first_edge, plan.window_s, stop)
+                    edges = assembler.edges = EdgeSnapshots(probe, first_edge, plan.window_s, pool.stop)
                     edges.start()
-            elif kind == "error":
-                errors.append(message[2])
-                stop.set()
-            elif kind == "done":
-                finals[message[1]] = (message[2], message[3], *message[4:])
             elif kind == "window":
                 _, worker, index, begin, end, wire = message
                 if assembler.add(worker, index, begin, end, wire) and stop_when is not None \
                         and stop_when(assembler.windows):
-                    stop.set()
-    finally:
-        stop.set()
+                    pool.stop.set()
+        pool.stop.set()
         if edges is not None:
             edges.join(5)
-        for process in processes:
-            process.join(10)
-            if process.is_alive():
-                process.terminate()
-                process.join(5)
+    errors, finals = pool.errors, pool.finals
     if errors:
         raise RuntimeError(f"a load worker failed: {errors[0]}")
     ended = time.monotonic()

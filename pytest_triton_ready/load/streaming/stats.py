@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -151,6 +151,53 @@ class StreamTally:
         self.user_tokens[rec.user] += rec.tokens
         self.samples.append(StreamSample(now, None, None, rec.tokens, rec.first, rec.last_data, False))
         self.stuck.append(StuckRequest(rec.id, rec.user, rec.tokens, rec.responses, now - (rec.sent or rec.start)))
+
+    def merge(self, other: StreamTally) -> None:
+        """Add `other`'s requests (another worker's users: the user numbers do not overlap; the
+        samples' times share the host's monotonic clock)."""
+        for name, histogram in other._histograms().items():
+            self._histograms()[name].add(histogram)
+        self.completed += other.completed
+        self.tokens += other.tokens
+        self.responses += other.responses
+        self.user_tokens.update(other.user_tokens)
+        for user, (begin, end) in other.user_span.items():
+            span = self.user_span.setdefault(user, [begin, end])
+            span[0], span[1] = min(span[0], begin), max(span[1], end)
+        self.errors.update(other.errors)
+        self.stuck.extend(other.stuck)
+        self.dropped += other.dropped
+        sends = [t for t in (self.first_send, other.first_send) if t is not None]
+        self.first_send = min(sends) if sends else None
+        ends = [t for t in (self.last_response, other.last_response) if t is not None]
+        self.last_response = max(ends) if ends else None
+        self.samples = sorted(self.samples + other.samples, key=lambda sample: sample.end)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The tally as plain data, for another process (HdrHistograms encoded)."""
+        return {"histograms": {name: (h.encode(), h.total_us) for name, h in self._histograms().items()},
+                "completed": self.completed, "tokens": self.tokens, "responses": self.responses,
+                "user_tokens": dict(self.user_tokens), "user_span": {u: list(s) for u, s in self.user_span.items()},
+                "errors": dict(self.errors), "stuck": [vars(s) for s in self.stuck], "dropped": self.dropped,
+                "first_send": self.first_send, "last_response": self.last_response,
+                "samples": [astuple(s) for s in self.samples]}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> StreamTally:
+        tally = cls()
+        for name, (text, total_us) in data["histograms"].items():
+            setattr(tally, name, LatencyHistogram.decode(text, total_us))
+        tally.completed, tally.tokens, tally.responses = data["completed"], data["tokens"], data["responses"]
+        tally.user_tokens = Counter(data["user_tokens"])
+        tally.user_span = {u: list(s) for u, s in data["user_span"].items()}
+        tally.errors = Counter(data["errors"])
+        tally.stuck = [StuckRequest(**s) for s in data["stuck"]]
+        tally.dropped, tally.first_send, tally.last_response = data["dropped"], data["first_send"], data["last_response"]
+        tally.samples = [StreamSample(*s) for s in data["samples"]]
+        return tally
+
+    def _histograms(self) -> dict[str, LatencyHistogram]:
+        return {"ttft": self.ttft, "itl": self.itl, "latency": self.latency}
 
     def summary(self) -> StreamStats:
         span = (self.last_response - self.first_send) if self.first_send is not None and self.last_response else 0.0

@@ -168,10 +168,11 @@ class StreamingResult:
     events: list[tuple[float, str]]
     timeline: Timeline | None = None
     decided_at_s: float | None = None  # the look at which its rules were decided (None: ran its length)
+    workers: int = 1  # the processes that drove it (load/streaming/workers.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"stats": self.stats.to_dict(), "in_flight_at_stop": [vars(s) for s in self.in_flight_at_stop],
-                "events": self.events}
+                "events": self.events, "workers": self.workers}
 
 
 class StreamingLoad:
@@ -185,7 +186,10 @@ class StreamingLoad:
     `looks_s` and `stop_when`: at each of these seconds after the warm-up, `stop_when` is given
     the stats measured so far, and the measurement ends (as at `duration_s`) when it answers
     True (load/streaming/looks.py); `result.decided_at_s` says at which look, and `result.stats`
-    are those it was decided on (`measured_stats`).
+    are those it was decided on (`measured_stats`). With `on_look` instead, each look hands the
+    tally so far to whoever decides (a worker process's parent: load/streaming/workers.py), and
+    the traffic ends when it is stopped. `first_user`: the number of its first user (a worker's
+    users do not share numbers with the other workers').
     """
 
     def __init__(self, grpc_url: str, plan: StreamingPlan, *, concurrency: int | None = None,
@@ -194,7 +198,8 @@ class StreamingLoad:
                  prompts: PromptSource | None = None, max_tokens: int = 32, headers: Mapping[str, str] | None = None,
                  keep_records: int = 0, keep_text: bool = False, late_drop_s: float = 0.5, seed: int | None = None,
                  timeline_bin_s: float | None = None, reconnect: bool = False, version: str | None = None,
-                 looks_s: Sequence[float] = (), stop_when: Callable[[StreamStats], bool] | None = None) -> None:
+                 looks_s: Sequence[float] = (), stop_when: Callable[[StreamStats], bool] | None = None,
+                 on_look: Callable[[float, StreamTally], None] | None = None, first_user: int = 0) -> None:
         if (concurrency is None) == (rate is None):
             raise ValueError("give either concurrency (closed loop) or rate (open loop)")
         self.grpc_url = grpc_url
@@ -230,8 +235,10 @@ class StreamingLoad:
         self.version = version
         self._started = threading.Event()
         self._stub: Any = None
-        self.looks_s = sorted(looks_s) if stop_when is not None else []
+        self.looks_s = sorted(looks_s) if stop_when is not None or on_look is not None else []
         self.stop_when = stop_when
+        self.on_look = on_look
+        self.first_user = first_user
         self.decided_at_s: float | None = None
         self._decided_stats: StreamStats | None = None
 
@@ -322,7 +329,7 @@ class StreamingLoad:
         options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
         async with grpc.aio.insecure_channel(self.grpc_url, options=options) as channel:
             self._stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            self._streams = [self._open(u) for u in range(self.users)]
+            self._streams = [self._open(u) for u in range(self.first_user, self.first_user + self.users)]
             self._t0 = time.monotonic()
             if self.timeline_bin_s:
                 self.timeline = Timeline(self._t0, self.timeline_bin_s)
@@ -359,13 +366,21 @@ class StreamingLoad:
                 return
             if looks and time.monotonic() >= self._t0 + self.warmup_s + looks[0]:
                 look = looks.pop(0)
-                snapshot = self.tally.summary()
-                if looks and self.stop_when is not None and self.stop_when(snapshot):
-                    self.decided_at_s, self._decided_stats = look, snapshot
+                if looks and self._decided(look):  # the last look is the end: nothing left to decide
                     return
             if self.timeline is not None:
                 self.timeline.tick(time.monotonic())
             await asyncio.sleep(0.02)
+
+    def _decided(self, look: float) -> bool:
+        if self.on_look is not None:
+            self.on_look(look, self.tally)
+            return False
+        snapshot = self.tally.summary()
+        if self.stop_when is not None and self.stop_when(snapshot):
+            self.decided_at_s, self._decided_stats = look, snapshot
+            return True
+        return False
 
     async def _drain(self, tasks: list[asyncio.Future]) -> list:
         """After the stop: the requests in flight finish or reach their deadline."""
