@@ -34,11 +34,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ..load.confidence import Estimate, Interval, difference_interval, estimate, finite
 from ..load.decision import Rule, relative_rule, slo_rules
 from ..record.model import LoadPoint
+
+
+class SweepPoint(Protocol):
+    """What a point of any curve says: its concurrency, whether it counts, and its throughput (a
+    unary CurvePoint's infer/s, a streamed StreamingPoint's output tokens/s)."""
+
+    @property
+    def concurrency(self) -> int: ...
+
+    @property
+    def trustworthy(self) -> bool: ...
+
+    @property
+    def throughput(self) -> float: ...
+
+
+Point = TypeVar("Point", bound=SweepPoint)
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,10 @@ class CurvePoint:
                    measurement.trustworthy, measurement.problem(), stats.p("p90"), stats.p("p95"), stats.mean_ms,
                    dict(server.stage_us) if server is not None else None, throughput_interval, p99_interval,
                    getattr(measurement, "client_limited", None))
+
+    @property
+    def throughput(self) -> float:
+        return self.throughput_infer_s
 
     def throughput_estimate(self) -> Estimate:
         """The point's throughput with its interval, for a rule that compares another point with it."""
@@ -302,12 +323,14 @@ def enough_trusted(points: Sequence[CurvePoint]) -> bool:
     return trusted >= max(2, (len(points) + 1) // 2)
 
 
-def knee(points: Sequence[CurvePoint], knee_fraction: float) -> CurvePoint | None:
+def knee(points: Sequence[Point], knee_fraction: float) -> Point | None:
+    """The lowest trustworthy point whose throughput reaches `knee_fraction` of the curve's
+    highest, unary or streamed alike."""
     usable = [p for p in points if p.trustworthy]
     if not usable:
         return None
-    best = max(p.throughput_infer_s for p in usable)
-    return next(p for p in usable if p.throughput_infer_s >= knee_fraction * best)
+    best = max(p.throughput for p in usable)
+    return next(p for p in usable if p.throughput >= knee_fraction * best)
 
 
 def capacity(points: Sequence[CurvePoint], budget_p99_ms: float, success_min: float) -> CurvePoint | None:

@@ -12,6 +12,7 @@ from ..load.confidence import Estimate
 from ..load.decision import FAIL, PASS, UNDECIDED, Judgement, judge, relative_rule
 from ..load.streaming.confidence import streaming_estimate, ttft_rule
 from ..thresholds import THRESHOLDS, ThresholdValue
+from .curve import knee
 
 # slo key -> the named threshold used without it
 SLO_KEYS = {
@@ -73,6 +74,10 @@ class StreamingPoint:
     def trustworthy(self) -> bool:
         return self.problem is None
 
+    @property
+    def throughput(self) -> float:
+        return self.tokens_per_s
+
     @classmethod
     def measured(cls, concurrency: int, stats: Any, *, success_min: float, min_requests: int,
                  level: float = 0.95, window_s: float = 2.0, shown_level: float | None = None) -> StreamingPoint:
@@ -118,7 +123,8 @@ class CurveVerdict:
 
 def judge_stream_curve(points: Sequence[StreamingPoint], ttft_budget_ms: float, knee_fraction: float = 0.9,
                 drop_tolerance: float = 0.1) -> CurveVerdict:
-    """The knee (first point with `knee_fraction` of the top tokens/s), the best tokens/s whose
+    """The knee (first point with `knee_fraction` of the top tokens/s: curve.knee, as for unary
+    curves), the best tokens/s whose
     TTFT p99 is within the budget, and every fall of tokens/s by more than `drop_tolerance`
     between two points before the knee (a collapse where more streams should have helped).
     Only trustworthy points (enough requests, success rate met, nothing stuck) count. A point is
@@ -128,9 +134,9 @@ def judge_stream_curve(points: Sequence[StreamingPoint], ttft_budget_ms: float, 
     points = [p for p in points if p.trustworthy]
     if not points:
         return CurveVerdict(None, None)
-    top = max(p.tokens_per_s for p in points)
-    knee = next((p.concurrency for p in points if p.tokens_per_s >= knee_fraction * top), None)
-    verdict = CurveVerdict(knee, None)
+    bend = knee(points, knee_fraction)
+    knee_at = bend.concurrency if bend is not None else None
+    verdict = CurveVerdict(knee_at, None)
     within = []
     for p in points:
         judged = judge(ttft_rule(ttft_budget_ms), p.ttft or Estimate("ttft p99", p.ttft_p99_ms, None, 0))
@@ -140,7 +146,7 @@ def judge_stream_curve(points: Sequence[StreamingPoint], ttft_budget_ms: float, 
     if within:
         verdict.best_within, verdict.best_ttft = max(within, key=lambda pair: pair[0].tokens_per_s)
     for before, after in zip(points, points[1:], strict=False):
-        if knee is not None and after.concurrency > knee:
+        if knee_at is not None and after.concurrency > knee_at:
             break
         fell = before.tokens_per_s > 0 and after.tokens_per_s < before.tokens_per_s * (1 - drop_tolerance)
         if fell and before.tokens is not None and after.tokens is not None:
