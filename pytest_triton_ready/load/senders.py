@@ -4,7 +4,8 @@ gRPC goes through a raw grpc.aio unary call on Triton's ModelInfer method (a reg
 with the request already serialized and the response left unparsed (the status is all a load run
 needs). Where the installed grpcio allows it, the call is made on grpc.aio's own Cython call
 object (see CoreUnaryCall), which spares the per-request Python wrapper. HTTP posts the prebuilt
-binary-tensor body with aiohttp. Both run inside the event loop that owns them.
+binary-tensor body over a keep-alive connection per request in flight, parsed by httptools
+(load/http_pool.py). Both run inside the event loop that owns them.
 """
 
 from __future__ import annotations
@@ -130,37 +131,33 @@ class GrpcSender:
 
 
 class HttpSender:
-    """HTTP/1.1 with keep-alive (aiohttp) and the binary tensor extension."""
+    """HTTP/1.1 with keep-alive, one connection per request in flight (load/http_pool.py), and the
+    binary tensor extension; `send` returns None on success, else the error reason."""
 
     protocol = "http"
 
     def __init__(self, url: str, headers: Mapping[str, str] | None = None, timeout_s: float = 30.0,
                  connections: int = 64) -> None:
-        import aiohttp
+        from .http_pool import HttpPool
 
-        self._aiohttp = aiohttp
         self.base = url.rstrip("/")
-        self.headers = dict(headers or {})
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=connections), timeout=aiohttp.ClientTimeout(total=timeout_s),
-        )
+        self.timeout_s = timeout_s
+        self._pool = HttpPool(self.base, headers, connections)
+
     async def send(self, pool: RequestPool, request: PreparedRequest, counter: int = 0) -> str | None:
-        headers = dict(self.headers)
-        if request.http_json_size is not None:
-            headers["Inference-Header-Content-Length"] = str(request.http_json_size)
         try:
-            async with self._session.post(self.base + pool.http_path, data=request.http_bytes(counter), headers=headers) as response:
-                body = await response.read()
-                if response.status == 200:
-                    return None
-                return error_reason(f"HTTP {response.status}: {_error_text(body)}")
+            status, body = await self._pool.post(pool.http_path, request.http_bytes(counter), request.http_json_size,
+                                                 self.timeout_s)
         except asyncio.TimeoutError:
             return "timeout"
-        except self._aiohttp.ClientError as exc:
+        except OSError as exc:
             return error_reason(f"{type(exc).__name__}: {exc}")
+        if status == 200:
+            return None
+        return error_reason(f"HTTP {status}: {_error_text(body)}")
 
     async def close(self) -> None:
-        await self._session.close()
+        await self._pool.close()
 
 
 def _error_text(body: bytes) -> str:
