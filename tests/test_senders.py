@@ -1,6 +1,6 @@
-"""The load engine's transports without tritonserver: both ways of making the gRPC ModelInfer call
-(grpc.aio's Cython call object and its public multicallable) against a real grpc.aio server on
-loopback give the same outcome, reason, deadline and cancellation. The same senders against
+"""The load engine's transports without tritonserver: both gRPC transports (the lean HTTP/2 client
+and grpc.aio) against a real grpc.aio server on loopback give the same outcome, reason, deadline
+and cancellation. The HTTP/2 client's own cases: tests/test_grpc_h2.py; the same senders against
 tritonserver: tests/test_load.py."""
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ def _pool(body: bytes) -> tuple[RequestPool, PreparedRequest]:
     return RequestPool("identity", "", 1, (request,)), request
 
 
-async def _outcomes(core: bool) -> dict:
+async def _outcomes(transport: str) -> dict:
     server = InferStandIn()
     await server.start()
-    sender = GrpcSender(server.url, headers={"Authorization": "Bearer t"}, timeout_s=5.0, core_calls=core)
+    sender = GrpcSender(server.url, headers={"Authorization": "Bearer t"}, timeout_s=5.0, transport=transport)
     try:
-        outcome = {"kind": sender.call_kind}
+        outcome = {"kind": sender.transport}
         outcome["ok"] = await sender.send(*_pool(b"ok"))
         outcome["missing"] = await sender.send(*_pool(b"missing"))
         sender.timeout_s = 0.2
@@ -81,34 +81,29 @@ async def _outcomes(core: bool) -> dict:
         await server.stop()
 
 
-def test_the_core_and_public_grpc_calls_give_the_same_outcome_reason_deadline_and_cancellation():
-    core = asyncio.run(_outcomes(core=True))
-    public = asyncio.run(_outcomes(core=False))
-    assert core["kind"] == "core" and public["kind"] == "public"
+def test_both_grpc_transports_give_the_same_outcome_reason_deadline_and_cancellation():
+    lean = asyncio.run(_outcomes("h2"))
+    grpcio = asyncio.run(_outcomes("grpcio"))
+    assert lean["kind"] == "h2" and grpcio["kind"] == "grpcio"
     expected = {"ok": None, "missing": "NOT_FOUND: Request for unknown model: 'nope' is not found",
                 "deadline": "DEADLINE_EXCEEDED: Deadline Exceeded", "server_saw_cancel": True,
                 "metadata": "Bearer t"}
-    assert {k: v for k, v in core.items() if k != "kind"} == expected
-    assert {k: v for k, v in public.items() if k != "kind"} == expected
+    assert {k: v for k, v in lean.items() if k != "kind"} == expected
+    assert {k: v for k, v in grpcio.items() if k != "kind"} == expected
 
 
-def test_a_grpc_channel_without_the_core_internals_falls_back_to_the_public_call():
+@pytest.mark.parametrize(("target", "transport"), [("127.0.0.1:8001", "h2"), ("localhost:8001", "h2"),
+                                                   ("[::1]:8001", "h2"), ("dns:///triton:8001", "grpcio"),
+                                                   ("unix:/run/triton.sock", "grpcio")])
+def test_a_bare_host_and_port_goes_over_the_lean_client_and_any_other_target_over_grpcio(target, transport):
     async def kind() -> str:
-        sender = GrpcSender("127.0.0.1:1")
-        channel = sender._channels[0]
+        sender = GrpcSender(target)
         try:
-            from pytest_triton_ready.load.senders import CoreUnaryCall, model_infer_call
-
-            class Bare:  # a channel as another grpcio might have it: the public API only
-                def unary_unary(self, *args, **kwargs):
-                    return channel.unary_unary(*args, **kwargs)
-
-            assert CoreUnaryCall.of(Bare(), object()) is None
-            return type(model_infer_call(Bare())).__name__
+            return sender.transport
         finally:
             await sender.close()
 
-    assert asyncio.run(kind()) == "PublicUnaryCall"
+    assert asyncio.run(kind()) == transport
 
 
 def test_a_request_made_unique_changes_only_its_counter_bytes():

@@ -1,9 +1,8 @@
 """Transports: send one prebuilt request and say whether it succeeded (and why not).
 
-gRPC goes through a raw grpc.aio unary call on Triton's ModelInfer method (a registered method)
-with the request already serialized and the response left unparsed (the status is all a load run
-needs). Where the installed grpcio allows it, the call is made on grpc.aio's own Cython call
-object (see CoreUnaryCall), which spares the per-request Python wrapper. HTTP posts the prebuilt
+gRPC sends the request already serialized to Triton's ModelInfer method and leaves the response
+unparsed (the status is all a load run needs), over one HTTP/2 connection driven in the traffic's
+event loop (load/grpc_h2.py), or grpc.aio for targets only grpcio resolves. HTTP posts the prebuilt
 binary-tensor body over a keep-alive connection per request in flight, parsed by httptools
 (load/http_pool.py). Both run inside the event loop that owns them.
 """
@@ -12,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from .requests import PreparedRequest, RequestPool
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
-LOCAL_CANCELLATION = "Locally cancelled by application!"  # grpc.aio's own wording for a cancelled call
 _NUMBERS = re.compile(r"\b\d+\b")
 _MAX_REASON = 160
 
@@ -47,87 +44,59 @@ class PublicUnaryCall:
         return None
 
 
-class CoreUnaryCall:
-    """ModelInfer on grpc.aio's Cython call object: what grpc.aio's UnaryUnaryCall does inside
-    (call, deadline, metadata, status), without the Task, the Call wrapper and the metadata and
-    census objects it builds around every request. Same RPC, same deadline, same status checked,
-    same reason on failure; a cancelled request cancels its RPC as grpc.aio does. `of` gives None
-    where the installed grpcio lacks the internals this needs; the sender then uses the public call."""
-
-    def __init__(self, core_channel: Any, handle: int) -> None:
-        import grpc
-
-        self._core = core_channel
-        self._handle = handle
-        self._method = MODEL_INFER.encode()
-        self._code_names = {code.value[0]: code.name for code in grpc.StatusCode}
-
-    @classmethod
-    def of(cls, channel: Any, multicallable: Any) -> CoreUnaryCall | None:
-        core = getattr(channel, "_channel", None)
-        handle = getattr(multicallable, "_registered_call_handle", None)
-        if core is None or not callable(getattr(core, "call", None)) or not isinstance(handle, int):
-            return None
-        return cls(core, handle)
-
-    async def __call__(self, body: bytes, timeout_s: float, metadata: tuple | None) -> str | None:
-        call = self._core.call(self._method, time.time() + timeout_s, None, None, self._handle)
-        try:
-            await call.unary_unary(body, metadata or (), None)
-        except asyncio.CancelledError:
-            if not call.done():
-                call.cancel(LOCAL_CANCELLATION)
-            raise
-        if call.is_ok():
-            return None
-        status = await call.status()
-        return error_reason(f"{self._code_names.get(status.code(), status.code())}: {status.details()}")
-
-
-def model_infer_call(channel: Any, core: bool = True) -> PublicUnaryCall | CoreUnaryCall:
-    """The cheapest working ModelInfer call on a grpc.aio `channel` (the public one when `core` is False)."""
+def model_infer_call(channel: Any) -> PublicUnaryCall:
+    """ModelInfer on a grpc.aio `channel`, the request already serialized, the response left unparsed."""
     try:
         multicallable = channel.unary_unary(MODEL_INFER, request_serializer=None, response_deserializer=None,
                                             _registered_method=True)
     except TypeError:  # a grpcio without registered methods
         multicallable = channel.unary_unary(MODEL_INFER, request_serializer=None, response_deserializer=None)
-    return (CoreUnaryCall.of(channel, multicallable) if core else None) or PublicUnaryCall(multicallable)
+    return PublicUnaryCall(multicallable)
 
 
 class GrpcSender:
-    """One gRPC channel per sender; `send` returns None on success, else the error reason."""
+    """gRPC to one server; `send` returns None on success, else the error reason. A bare host:port
+    goes over the lean HTTP/2 client (load/grpc_h2.py, transport "h2"); any other grpcio target
+    (unix:, dns:///, a list), or `transport="grpcio"`, over a grpc.aio channel."""
 
     protocol = "grpc"
 
     def __init__(self, url: str, headers: Mapping[str, str] | None = None, timeout_s: float = 30.0,
-                 channels: int = 1, core_calls: bool = True) -> None:
-        import grpc
+                 transport: str = "auto") -> None:
+        from .grpc_h2 import GrpcChannel, plain_target
 
-        options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
-                   ("grpc.use_local_subchannel_pool", 1)]
-        self._channels = [grpc.aio.insecure_channel(url, options=options) for _ in range(max(1, channels))]
-        self._calls = [model_infer_call(c, core_calls) for c in self._channels]
-        self._metadata = tuple((k.lower(), v) for k, v in (headers or {}).items()) or None
+        if transport not in ("auto", "h2", "grpcio"):
+            raise ValueError(f"transport must be auto, h2 or grpcio, got {transport!r}")
         self.timeout_s = timeout_s
-        self._next = 0
+        self._h2: GrpcChannel | None = None
+        self._channel: Any = None
+        if transport == "h2" or (transport == "auto" and plain_target(url)):
+            self._h2 = GrpcChannel(url, headers)
+        else:
+            import grpc
+
+            options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
+                       ("grpc.use_local_subchannel_pool", 1)]
+            self._channel = grpc.aio.insecure_channel(url, options=options)
+            self._call = model_infer_call(self._channel)
+            self._metadata = tuple((k.lower(), v) for k, v in (headers or {}).items()) or None
 
     @property
-    def call_kind(self) -> str:
-        """'core' or 'public': how requests are sent (for tests and benchmarks)."""
-        return "core" if isinstance(self._calls[0], CoreUnaryCall) else "public"
+    def transport(self) -> str:
+        """'h2' or 'grpcio': how requests are sent (for tests and benchmarks)."""
+        return "h2" if self._h2 is not None else "grpcio"
 
     async def send(self, pool: RequestPool, request: PreparedRequest, counter: int = 0) -> str | None:
-        calls = self._calls
-        if len(calls) > 1:
-            self._next += 1
-            call = calls[self._next % len(calls)]
-        else:
-            call = calls[0]
-        return await call(request.grpc_bytes(counter), self.timeout_s, self._metadata)
+        if self._h2 is not None:
+            reason = await self._h2.unary(MODEL_INFER, request.grpc_bytes(counter), self.timeout_s)
+            return None if reason is None else error_reason(reason)
+        return await self._call(request.grpc_bytes(counter), self.timeout_s, self._metadata)
 
     async def close(self) -> None:
-        for channel in self._channels:
-            await channel.close()
+        if self._h2 is not None:
+            await self._h2.close()
+        else:
+            await self._channel.close()
 
 
 class HttpSender:
