@@ -432,8 +432,10 @@ class GrpcChannel:
             timer = loop.call_at(deadline, connection.cancel, stream, DEADLINE_EXCEEDED)
             try:
                 return await stream.future
-            except Refused as exc:  # never processed: safe to send again
-                refused = exc
+            except Refused as exc:  # never processed: sent again once a stream of ours has ended,
+                refused = exc       # by when the server has let go of its own count of them
+                if connection.streams and not connection.closed:
+                    await connection.wait_for_room()
             except asyncio.CancelledError:
                 connection.cancel(stream)
                 raise
