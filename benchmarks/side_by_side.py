@@ -1,10 +1,14 @@
 """Side-by-side tables for the benchmarks: medians of alternated rounds (the perf_analyzer ones),
-before/after per check and 3 vs 12 models (checklist_time.py)."""
+before/after per check and 3 vs 12 models (checklist_time.py), and the section of
+docs/benchmarks.md a benchmark writes its latest table into."""
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import sys
+from pathlib import Path
 
 TOOLS = ("perf_analyzer", "engine")
 
@@ -27,3 +31,32 @@ def print_table(med: dict[str, dict[str, float]], labels: dict[str, str], digits
     for key, label in labels.items():
         x, y = med[a].get(key, float("nan")), med[b].get(key, float("nan"))
         print(f"| {label:<20} | {x:>14.{digits}f} | {y:>14.{digits}f} | {y / x if x else float('nan'):>11.3f} |")
+
+
+def machine_line() -> str:
+    """The client host in one line: processor model, cores this process may use, Python."""
+    model = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                      if line.startswith("model name")), "")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model or platform.machine()}, {cores} cores usable, Python {platform.python_version()}"
+
+
+def write_section(path: Path, name: str, text: str) -> None:
+    """Put `text` between the markers `<!-- NAME: begin -->` and `<!-- NAME: end -->` of the
+    Markdown file `path`, replacing what was there; without markers, the section goes before the
+    first `## Measured` heading (else at the end)."""
+    begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+    block = f"{begin}\n{text.rstrip()}\n{end}\n"
+    doc = path.read_text() if path.exists() else ""
+    if begin in doc and end in doc:
+        head, rest = doc.split(begin, 1)
+        doc = head + block + rest.split(end, 1)[1].lstrip("\n")
+    elif "\n## Measured" in doc:
+        head, rest = doc.split("\n## Measured", 1)
+        doc = f"{head}\n{block}\n## Measured{rest}"
+    else:
+        doc = f"{doc.rstrip()}\n\n{block}" if doc else block
+    path.write_text(doc)

@@ -3,6 +3,7 @@ protocol and concurrency, runs alternated, printed side by side with the through
 
     python benchmarks/vs_perf_analyzer.py                       # embedded server, identity model, gRPC, c=16
     python benchmarks/vs_perf_analyzer.py --rounds 5 --concurrency 16 --protocol grpc
+    python benchmarks/vs_perf_analyzer.py --rounds 4 --protocol grpc,http --concurrency 16,64 --docs
     python benchmarks/vs_perf_analyzer.py --url http://HOST:8000 --grpc-url HOST:8001 --model mymodel
 
 perf_analyzer comes from ../shared/tools/get-perf-analyzer.sh (into .perf_analyzer/, ignored by git).
@@ -13,6 +14,8 @@ those of every pass it measured; the engine: every request answered, warm-up inc
 Both tools use the same rules: windows of --window-s seconds, stable when the last 3 agree within
 10%, at most 10 windows. Each round runs perf_analyzer, then the engine (or the reverse on odd
 rounds), so a machine that gets busier or quieter affects both alike.
+--docs writes the table of medians, with the machine and its load average, into docs/benchmarks.md
+(the section between `<!-- vs_perf_analyzer: begin -->` and `<!-- vs_perf_analyzer: end -->`).
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from side_by_side import medians, print_table  # noqa: E402
+from side_by_side import machine_line, medians, print_table, write_section  # noqa: E402
 
 from pytest_triton_ready.load import LoadEngine, MeasureRules  # noqa: E402
 from pytest_triton_ready.load.background import loop_kind, shared_loop  # noqa: E402
@@ -39,14 +43,16 @@ from pytest_triton_ready.server.client import TritonClient  # noqa: E402
 
 DEFAULT_REPOSITORY = ROOT / "tests" / "repositories" / "load"
 DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"
+DEFAULT_DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS_SECTION = "vs_perf_analyzer"
 
 
-def run_perf_analyzer(binary: Path, model: str, url: str, protocol: str, concurrency: int, window_s: float,
+def run_perf_analyzer(binary: Path, model: str, url: str, protocol: str, load: Load, window_s: float,
                       batch_size: int, stability: float = 0.10) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "pa.csv"
         command = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch_size),
-                   "--concurrency-range", str(concurrency), "--measurement-interval", str(int(window_s * 1000)),
+                   *load.perf_analyzer_args(), "--measurement-interval", str(int(window_s * 1000)),
                    "--stability-percentage", f"{stability * 100:g}", "--max-trials", "10", "-f", str(out),
                    "-v"]  # -v: a line per pass, whose throughputs count the requests for the CPU per request
         started, cpu_before = time.monotonic(), _cpu_s(resource.RUSAGE_CHILDREN)
@@ -65,12 +71,12 @@ def run_perf_analyzer(binary: Path, model: str, url: str, protocol: str, concurr
             "stable": stable, "wall_s": elapsed, "cpu_us": cpu_s * 1e6 / requests if requests else float("nan")}
 
 
-def run_engine(engine: LoadEngine, model: str, protocol: str, concurrency: int, window_s: float,
+def run_engine(engine: LoadEngine, model: str, protocol: str, load: Load, window_s: float,
                batch_size: int, workers: int | str, stability: float = 0.10) -> dict:
     rules = MeasureRules(warmup_s=window_s / 2, window_s=window_s, max_windows=10, min_duration_s=0, min_requests=1,
                          stability_tolerance=stability)
     started, cpu_before = time.monotonic(), _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN)
-    m = engine.measure(model, concurrency=concurrency, rules=rules, protocol=protocol, batch_size=batch_size,
+    m = engine.measure(model, **load.engine_args(), rules=rules, protocol=protocol, batch_size=batch_size,
                        server_stats=False, workers=workers)
     cpu_s = _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN) - cpu_before
     requests = engine_requests(m)
@@ -101,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="served by an embedded server")
     parser.add_argument("--url", help="attach to this HTTP URL instead of starting an embedded server")
     parser.add_argument("--grpc-url", help="gRPC host:port when attaching (default: same host, 8001)")
-    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--protocol", default="grpc", help="grpc, http, or both comma-separated (grpc,http)")
+    parser.add_argument("--concurrency", default="16", help="requests in flight: one number or several (16,64)")
+    parser.add_argument("--rate", default="",
+                        help="requests/s at a constant pace instead (open loop, both tools): one number or several; "
+                             "latency at an equal rate, where a faster client cannot load the server harder")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window-s", type=float, default=2.0)
@@ -111,11 +120,20 @@ def main(argv: list[str] | None = None) -> int:
                              "machine may need 0.3-0.5 for perf_analyzer to report at all")
     parser.add_argument("--workers", default="auto", help="engine worker processes: a number or auto")
     parser.add_argument("--perf-analyzer", type=Path, default=DEFAULT_PERF_ANALYZER)
+    parser.add_argument("--docs", type=Path, nargs="?", const=DEFAULT_DOCS,
+                        help=f"write the table of medians into this Markdown file's `{DOCS_SECTION}` section "
+                             f"(default {DEFAULT_DOCS.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     if not args.perf_analyzer.exists():
         print(f"perf_analyzer not found at {args.perf_analyzer}: run ../shared/tools/get-perf-analyzer.sh .perf_analyzer",
               file=sys.stderr)
         return 2
+    try:
+        loads = ([Load("rate", int(r)) for r in _listed(args.rate)] if args.rate
+                 else [Load("concurrency", int(c)) for c in _listed(args.concurrency)])
+        cases = [(p, load) for p in _listed(args.protocol, ("grpc", "http")) for load in loads]
+    except ValueError as exc:
+        parser.error(str(exc))
     workers = args.workers if args.workers == "auto" else int(args.workers)
 
     launcher = None
@@ -128,30 +146,139 @@ def main(argv: list[str] | None = None) -> int:
         launcher = EmbeddedLauncher(args.repository)
         endpoints = launcher.start()
         http_url, grpc_url = endpoints.http_url, endpoints.grpc_url
+    results = []
     try:
         client = TritonClient(http_url, grpc_url)
         engine = LoadEngine(client, grpc_url, http_url)
-        pa_url = grpc_url if args.protocol == "grpc" else http_url.split("://")[-1]
-        load_before = os.getloadavg()
-        rows = []
-        for round_no in range(1, args.rounds + 1):
-            order = ("pa", "engine") if round_no % 2 else ("engine", "pa")
-            for tool in order:
-                if tool == "pa":
-                    row = run_perf_analyzer(args.perf_analyzer, args.model, pa_url, args.protocol,
-                                            args.concurrency, args.window_s, args.batch_size, args.stability)
-                else:
-                    row = run_engine(engine, args.model, args.protocol, args.concurrency, args.window_s,
-                                     args.batch_size, workers, args.stability)
-                row["round"] = round_no
-                rows.append(row)
-                print(_line(row), flush=True)
-        load_after = os.getloadavg()
+        for protocol, load in cases:
+            pa_url = grpc_url if protocol == "grpc" else http_url.split("://")[-1]
+            load_before = os.getloadavg()
+            rows = []
+            for round_no in range(1, args.rounds + 1):
+                order = ("pa", "engine") if round_no % 2 else ("engine", "pa")
+                for tool in order:
+                    if tool == "pa":
+                        row = run_perf_analyzer(args.perf_analyzer, args.model, pa_url, protocol,
+                                                load, args.window_s, args.batch_size, args.stability)
+                    else:
+                        row = run_engine(engine, args.model, protocol, load, args.window_s,
+                                         args.batch_size, workers, args.stability)
+                    row["round"] = round_no
+                    rows.append(row)
+                    print(f"{protocol} {load} {_line(row)}", flush=True)
+            case = Case(protocol, load, rows, load_before, os.getloadavg())
+            _summary(case, args)
+            results.append(case)
         client.close()
     finally:
         if launcher is not None:
             launcher.cleanup()
-    return _summary(rows, args, load_before, load_after)
+    measured = [case for case in results if case.medians is not None]
+    if not measured:
+        return 1
+    table = markdown_table(measured)
+    print()
+    print(table)
+    if args.docs:
+        write_section(args.docs, DOCS_SECTION, docs_text(measured, args, table))
+        print(f"\nwritten into {args.docs} (section {DOCS_SECTION})")
+    return 0 if len(measured) == len(results) else 1
+
+
+@dataclass(frozen=True)
+class Load:
+    """What both tools are asked for: `concurrency` requests in flight (closed loop), or `rate`
+    requests/s at a constant pace (open loop)."""
+
+    kind: str
+    value: int
+
+    def __str__(self) -> str:
+        return f"c{self.value}" if self.kind == "concurrency" else f"{self.value}/s"
+
+    def perf_analyzer_args(self) -> list[str]:
+        if self.kind == "concurrency":
+            return ["--concurrency-range", str(self.value)]
+        return ["--request-rate-range", str(self.value), "--request-distribution", "constant"]
+
+    def engine_args(self) -> dict:
+        return {"concurrency": self.value} if self.kind == "concurrency" else {"rate": float(self.value),
+                                                                                "poisson": False}
+
+
+@dataclass
+class Case:
+    """One protocol at one load: every round of both tools, and the load average around them."""
+
+    protocol: str
+    load: Load
+    rows: list[dict]
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+
+    @property
+    def medians(self) -> dict[str, dict[str, float]] | None:
+        return medians(self.rows, KEYS)
+
+    def ratio(self, key: str) -> float:
+        med = self.medians
+        return med["engine"][key] / med["perf_analyzer"][key]
+
+    def misses(self) -> list[str]:
+        """The issue's targets this case falls short of, each with its ratio."""
+        return [f"{label} {self.ratio(key):.3f} (target {comparison} {bound:g})"
+                for key, label, comparison, bound in TARGETS
+                if not (self.ratio(key) >= bound if comparison == ">=" else self.ratio(key) <= bound)]
+
+
+KEYS = ("throughput", "p50_ms", "p99_ms", "cpu_us")
+# engine / perf_analyzer: at least as much throughput, no more client CPU per request, latency within 10%
+TARGETS = (("throughput", "throughput", ">=", 1.0), ("cpu_us", "client CPU per request", "<=", 1.0),
+           ("p50_ms", "p50", "<=", 1.1), ("p99_ms", "p99", "<=", 1.1))
+
+
+def _listed(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if allowed is not None and item not in allowed:
+            raise ValueError(f"{item!r} is not one of {', '.join(allowed)}")
+        if allowed is None and not item.isdigit():
+            raise ValueError(f"{item!r} is not a number of requests in flight")
+    return items
+
+
+def markdown_table(cases: list[Case]) -> str:
+    """One row per case: both tools' medians, the engine's ratios, the load average around it."""
+    lines = ["| run | perf_analyzer infer/s | engine infer/s | ratio | p50 pa / engine (ms) | p99 pa / engine (ms) "
+             "| CPU us/req pa / engine | load average | targets missed |",
+             "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |"]
+    for case in cases:
+        pa, en = case.medians["perf_analyzer"], case.medians["engine"]
+        lines.append(
+            f"| {'gRPC' if case.protocol == 'grpc' else 'HTTP'} {case.load} | {pa['throughput']:,.0f} "
+            f"| {en['throughput']:,.0f} | {case.ratio('throughput'):.2f} "
+            f"| {pa['p50_ms']:.2f} / {en['p50_ms']:.2f} ({case.ratio('p50_ms'):.2f}) "
+            f"| {pa['p99_ms']:.2f} / {en['p99_ms']:.2f} ({case.ratio('p99_ms'):.2f}) "
+            f"| {pa['cpu_us']:.0f} / {en['cpu_us']:.0f} ({case.ratio('cpu_us'):.2f}) "
+            f"| {case.load_before[0]:.1f} -> {case.load_after[0]:.1f} | {'; '.join(case.misses()) or 'none'} |")
+    return "\n".join(lines)
+
+
+def docs_text(cases: list[Case], args, table: str) -> str:
+    loops = sorted({r.get("loop", "") for case in cases for r in case.rows if r["tool"] == "engine" and r.get("loop")})
+    workers = sorted({str(r["workers"]) for case in cases for r in case.rows if r["tool"] == "engine" and "workers" in r})
+    load = ("rate", args.rate) if args.rate else ("concurrency", args.concurrency)
+    command = "python benchmarks/vs_perf_analyzer.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in (("protocol", args.protocol), load,
+                                                   ("rounds", args.rounds), ("window_s", f"{args.window_s:g}"),
+                                                   ("stability", f"{args.stability:g}"))) + " --docs"
+    return (f"## Latest: the load engine against perf_analyzer ({time.strftime('%Y-%m-%d')})\n\n"
+            f"Written by `{command}` on {machine_line()}; model {args.model}, batch {args.batch_size}, "
+            f"{args.rounds} alternated rounds per run, windows of {args.window_s:g} s, both tools stable within "
+            f"{args.stability:.0%}; engine event loop {', '.join(loops) or 'n/a'}, worker processes "
+            f"{', '.join(workers) or 'n/a'}. Medians of the rounds; ratios are engine / perf_analyzer; the targets are "
+            f"throughput >= 1.0, client CPU per request <= 1.0, p50 and p99 <= 1.1. Load average is the 1-minute "
+            f"figure before -> after each run.\n\n{table}\n")
 
 
 def _line(row: dict) -> str:
@@ -166,22 +293,20 @@ def _line(row: dict) -> str:
             f"p99 {row['p99_ms']:>7.3f} ms  {'stable' if row['stable'] else 'UNSTABLE'}{extra}")
 
 
-def _summary(rows: list[dict], args, load_before, load_after) -> int:
-    med = medians(rows, ("throughput", "p50_ms", "p99_ms", "cpu_us"))
+def _summary(case: Case, args) -> None:
+    med = case.medians
     if med is None:
-        print(f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on {os.cpu_count()} CPUs")
-        return 1
+        print(f"{case.protocol} {case.load}: load average {case.load_before[0]:.1f} before, "
+              f"{case.load_after[0]:.1f} after on {os.cpu_count()} CPUs")
+        return
     print()
-    print(f"model {args.model}, {args.protocol}, concurrency {args.concurrency}, batch {args.batch_size}, "
+    print(f"model {args.model}, {case.protocol}, {case.load.kind} {case.load.value}, batch {args.batch_size}, "
           f"{args.rounds} alternated rounds, windows of {args.window_s:g} s, stable within {args.stability:.0%}; "
-          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after on {os.cpu_count()} CPUs")
+          f"load average {case.load_before[0]:.1f} before, {case.load_after[0]:.1f} after on {os.cpu_count()} CPUs")
     print_table(med, {"throughput": "throughput (infer/s)", "p50_ms": "p50 latency (ms)", "p99_ms": "p99 latency (ms)",
                       "cpu_us": "client CPU (us/req)"})
-    ratio = med["engine"]["throughput"] / med["perf_analyzer"]["throughput"]
-    p50_diff = med["engine"]["p50_ms"] / med["perf_analyzer"]["p50_ms"] - 1
-    print(f"p50 difference: {p50_diff:+.1%} (target within 10%)")
-    print(f"throughput ratio engine/perf_analyzer: {ratio:.3f} (target >= 0.95)")
-    return 0
+    print(f"targets missed: {'; '.join(case.misses()) or 'none'}")
+    print()
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from pytest_triton_ready.addresses import is_loopback
 from pytest_triton_ready.security.api_audit import judge_restricted_apis
 from pytest_triton_ready.security.malformed_probe import judge_malformed
 from pytest_triton_ready.security.secrets import find_leaks, labelled_secrets, searchable
-from pytest_triton_ready.security.tls import is_loopback
 from pytest_triton_ready.security.transport import judge_transport
 from pytest_triton_ready.target import declared_endpoints
 

@@ -3,6 +3,7 @@ settings/options.py so the sections that declare such a setting (fleet.load_clus
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,3 +49,18 @@ def derived_url(http_url: str, port: int, path: str = "") -> str:
     if ":" in host:
         host = f"[{host}]"
     return urlunsplit((parts.scheme, f"{host}:{port}", path, "", ""))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (a server there cannot be reached from elsewhere)."""
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_of(target: str) -> str:
+    """The host of a URL (`http://h:8000`) or of a bare `host:port` (`h:8001`, `[::1]:8001`)."""
+    return urlsplit(target if "://" in target else f"//{target}").hostname or ""

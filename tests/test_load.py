@@ -41,8 +41,8 @@ def engine(load_server):
 
 
 def test_open_loop_on_a_slow_model_queues_and_drops(engine):
-    """40 requests/s against a 20 requests/s model: the queue grows (latency from the due time
-    climbs bin after bin) and, once 8 requests wait, further ones are dropped and counted."""
+    """40 requests/s against a 20 requests/s model: the queue at the server grows (latency, sent on
+    time, climbs bin after bin) and, once 8 requests wait, further ones are dropped and counted."""
     with engine.open_loop("slow", rate=40, max_in_flight=8, bin_s=0.25) as traffic:
         time.sleep(2.0)
         traffic.event("two seconds")

@@ -495,3 +495,40 @@ def test_requests_in_flight_when_the_traffic_stops_finish_uncounted_instead_of_b
     result = asyncio.run(Traffic(plan, sender).run())
     assert sender.cancelled == 0 and sender.finished == 8  # 4 in the measured 0.45 s, 4 left to finish
     assert result.stats.count_ok == 4 and result.in_flight_at_stop == 4
+
+
+def test_an_open_loop_send_started_late_counts_its_lateness_apart_not_as_the_servers_latency():
+    """The event loop blocked for 60 ms (the client's own stall): the requests due meanwhile go out
+    late and are counted as late sends; their latency is the sender's 5 ms, not 5 ms plus their
+    lateness (at 1,000 requests/s, the loop's millisecond timers alone added 0.5 ms to a 0.3 ms p50)."""
+    import asyncio
+    import time
+
+    from pytest_triton_ready.load.requests import RequestPool
+    from pytest_triton_ready.load.traffic import Traffic, TrafficPlan
+
+    class FiveMsSender:
+        async def send(self, pool, request, counter):
+            await asyncio.sleep(0.005)
+            return None
+
+        async def close(self):
+            pass
+
+    async def run():
+        pool = RequestPool("m", "", 1, (object(),))
+        plan = TrafficPlan({"m": pool}, "open", rates={"m": 200.0}, duration_s=0.5, window_s=None, bin_s=None,
+                           request_timeout_s=30, late_drop_s=1.0)
+        traffic = Traffic(plan, FiveMsSender())
+        running = asyncio.ensure_future(traffic.run())
+        await asyncio.sleep(0.1)
+        time.sleep(0.06)  # blocks the loop: the sends due in these 60 ms are late
+        return await running
+
+    stats = asyncio.run(run()).stats
+    assert stats.late_sends >= 5, stats.to_dict()
+    assert stats.dropped == 0 and stats.count_errors == 0
+    assert stats.count_ok >= 80
+    # from the send: about 5 ms for the late ones too (from the due instant, the 12 late ones would
+    # read 5-65 ms and put p90 near 20 ms); only the one or two in flight during the stall read more
+    assert stats.p("p90") < 15, stats.to_dict()

@@ -32,10 +32,20 @@ def test_workers_asked_for_run_in_processes_with_the_engines_transport():
 
 
 def test_auto_workers_follow_the_load_and_the_cores(monkeypatch):
-    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr("pytest_triton_ready.load.workers.usable_cores", lambda: 8)
     assert isinstance(engine().runner_for("m", 1, None, "grpc", False, "auto"), LocalRunner)
     many = engine().runner_for("m", 3 * IN_FLIGHT_PER_WORKER, None, "grpc", False, "auto")
     assert isinstance(many, ProcessRunner) and many.workers == 3
+
+
+def test_auto_workers_leave_the_server_half_the_cores_only_when_it_runs_on_this_host(monkeypatch):
+    monkeypatch.setattr("pytest_triton_ready.load.workers.usable_cores", lambda: 8)
+    load = 8 * IN_FLIGHT_PER_WORKER
+    assert engine().runner_for("m", load, None, "grpc", False, "auto").workers == 4  # loopback: half of 8
+    remote = LoadEngine(None, "triton.example:8001", "http://triton.example:8000",
+                        settings=SimpleNamespace(triton_load_cluster=None))
+    assert remote.runner_for("m", load, None, "grpc", False, "auto").workers == 7  # all but the parent's
+    assert remote.runner_for("m", load, None, "http", False, "auto").workers == 7
 
 
 def test_a_load_cluster_takes_every_measurement_and_says_where_it_ran():

@@ -6,6 +6,7 @@ tritonserver: tests/test_load.py."""
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import grpc
 import numpy as np
@@ -123,6 +124,7 @@ def test_the_benchmark_divides_the_engines_cpu_by_every_request_answered_warmup_
     monkeypatch.syspath_prepend(str(path.parent))  # the script imports its neighbour side_by_side
     spec = importlib.util.spec_from_file_location("vs_perf_analyzer", path)
     benchmark = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "vs_perf_analyzer", benchmark)  # its dataclasses look themselves up there
     spec.loader.exec_module(benchmark)
     windows = [SimpleNamespace(stats=SimpleNamespace(attempted=100)) for _ in range(3)]
     assert benchmark.engine_requests(SimpleNamespace(traffic=SimpleNamespace(completed=360), windows=windows)) == 360

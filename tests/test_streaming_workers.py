@@ -145,8 +145,11 @@ def test_a_streaming_check_splits_its_measurement_only_where_asked_or_where_the_
     from pytest_triton_ready.load.streaming.run import StreamingRun
     from pytest_triton_ready.load.workers import auto_workers
 
-    run = StreamingRun(SimpleNamespace(), SimpleNamespace())
+    here = SimpleNamespace(endpoints=SimpleNamespace(grpc_url="127.0.0.1:8001"))
+    run = StreamingRun(here, SimpleNamespace())
     assert run.workers_for(64, None) == auto_workers(64, None)  # "auto": one per 32 streams, half the cores
+    remote = StreamingRun(SimpleNamespace(endpoints=SimpleNamespace(grpc_url="triton.example:8001")), SimpleNamespace())
+    assert remote.workers_for(64, None) == auto_workers(64, None, server_here=False)
     run.workers = 3
     assert run.workers_for(2, None) == 3
 

@@ -35,7 +35,7 @@ from .stability import MeasureRules, stability, validity
 from .stats import Stats, Tally, merged
 from .timeline import Timeline
 from .traffic import DEFAULT_LATE_DROP_S, DEFAULT_MAX_IN_FLIGHT, Traffic, TrafficPlan, TrafficResult, Window
-from .workers import auto_workers
+from .workers import auto_workers, on_this_host
 
 if TYPE_CHECKING:
     from ..server.under_test import ServerUnderTest
@@ -325,9 +325,11 @@ class LoadEngine:
     def runner_for(self, model: str, concurrency: int | None, rate: float | None, protocol: str, server_stats: bool,
                    workers: int | str) -> PlanRunner:
         """Where a measurement runs: on the Ray cluster of `--triton-load-cluster` when one is set, else in
-        `workers` processes (`"auto"`: as many as the load needs, load/workers.auto_workers), else here."""
+        `workers` processes (`"auto"`: as many as the load needs and the spare cores allow, half of
+        them when the server is on this host: load/workers.auto_workers), else here."""
         cluster = getattr(self.settings, "triton_load_cluster", None)
-        count = auto_workers(concurrency, rate) if workers == "auto" else max(1, int(workers))
+        server_here = on_this_host(self.grpc_url if protocol == "grpc" else self.http_url)
+        count = auto_workers(concurrency, rate, server_here=server_here) if workers == "auto" else max(1, int(workers))
         if not cluster and count == 1:
             return LocalRunner(self, protocol, server_stats)
         probe = self.probe_factory([model]) if server_stats and self.probe_factory else None

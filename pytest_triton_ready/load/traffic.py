@@ -4,9 +4,13 @@ windows and a timeline.
 Closed loop: N requests in flight per model; each one is sent again as soon as it answers, so the
 client slows down with the server (it self-throttles). Latency runs from the actual send.
 
-Open loop: requests are due at a fixed or Poisson rate whatever the response time. Latency runs
-from the time a request was *due*, so a client that falls behind cannot hide the server's delay
-(no coordinated omission). A request that cannot be sent on time is dropped and counted: when
+Open loop: requests are due at a fixed or Poisson rate whatever the response time, so a slow
+server cannot slow the sending (no coordinated omission). Latency runs from the send: whatever
+waits on the server (a free connection, an HTTP/2 stream) is inside it, while the load
+generator's own lateness against the due instant (the event loop's timers count whole
+milliseconds; a busy loop starts a send late) is counted apart as late sends (past
+LATE_SEND_S), which the client-health guard judges (load/client_health.py), and never read as the
+server's latency. A request that cannot be sent on time is dropped and counted: when
 `max_in_flight` requests are already waiting, or when it is already `late_drop_s` overdue.
 """
 
@@ -232,7 +236,7 @@ class Traffic:
         """The END step for every sequence the open loop started and the stop cut (answered, not
         counted): a sequence left open holds its slot in the sequence batcher until
         max_sequence_idle_microseconds, and the next requests to the model wait for one."""
-        await self._drain([asyncio.ensure_future(self._one(pool, 0, time.monotonic(), request))
+        await self._drain([asyncio.ensure_future(self._one(pool, 0, request))
                            for pool, cursors in self._open_sequences for request in cursors.cut()])
 
     def _expire(self, now: float) -> None:
@@ -306,12 +310,18 @@ class Traffic:
         if self.stop_when is not None and self.stop_when(list(self.windows)):
             self._stop.set()
 
-    async def _one(self, pool: RequestPool, i: int, since: float, request: PreparedRequest | None = None,
-                   on_done: Callable[[], Any] | None = None) -> str | None:
+    async def _one(self, pool: RequestPool, i: int, request: PreparedRequest | None = None,
+                   on_done: Callable[[], Any] | None = None, due: float | None = None) -> str | None:
+        """Send one request and record its outcome. Latency counts from the send; an open-loop
+        request's lateness against its `due` instant is the load generator's own, counted apart
+        (a late send past LATE_SEND_S), never added to the server's latency."""
+        sent = time.monotonic()
+        if due is not None and sent - due > LATE_SEND_S:
+            self.recorder.late(pool.model, sent)
         self._in_flight += 1
         self._sent += 1
         number = self._sent
-        self._outstanding[number] = (pool.model, time.monotonic())
+        self._outstanding[number] = (pool.model, sent)
         error: str | None = None
         try:
             error = await self.sender.send(pool, request or pool.take(i), self.counter_base + number)
@@ -331,7 +341,7 @@ class Traffic:
             return error
         now = time.monotonic()
         if error is None:
-            self.recorder.ok(pool.model, now, now - since)
+            self.recorder.ok(pool.model, now, now - sent)
         else:
             self.recorder.error(pool.model, now, error)
         return error
@@ -343,7 +353,7 @@ class Traffic:
             return
         i = random.randrange(len(pool.requests))
         while not self._stop.is_set():
-            await self._one(pool, i, time.monotonic())
+            await self._one(pool, i)
             i += 1
 
     async def _sequence_worker(self, pool: RequestPool, sequences: SequencePlan, worker: int) -> None:
@@ -361,11 +371,11 @@ class Traffic:
                 length = len(sequences.steps[n % len(sequences.steps)])
                 for k in range(length):
                     if self._stop.is_set() and k:
-                        await self._one(pool, 0, time.monotonic(), sequences.request(n, k, cid, last=True))
+                        await self._one(pool, 0, sequences.request(n, k, cid, last=True))
                         break
-                    error = await self._one(pool, 0, time.monotonic(), sequences.request(n, k, cid))
+                    error = await self._one(pool, 0, sequences.request(n, k, cid))
                     if error is not None and k < length - 1:  # the sequence is broken: end it, start anew
-                        await self._one(pool, 0, time.monotonic(), sequences.request(n, k, cid, last=True))
+                        await self._one(pool, 0, sequences.request(n, k, cid, last=True))
                         break
             n += sequences.live
 
@@ -386,9 +396,9 @@ class Traffic:
                 await asyncio.sleep(due - now)
                 now = time.monotonic()
             while due <= now:
-                if now - due > LATE_SEND_S:
-                    self.recorder.late(pool.model, now)
                 if self._in_flight >= plan.max_in_flight or now - due > plan.late_drop_s:
+                    if now - due > LATE_SEND_S:
+                        self.recorder.late(pool.model, now)
                     self.recorder.drop(pool.model, now)
                 elif cursors is not None:  # the arrival is the next step of an idle live sequence
                     taken = cursors.take()
@@ -396,9 +406,9 @@ class Traffic:
                         self.recorder.drop(pool.model, now)
                     else:
                         cursor, request = taken
-                        self._spawn(self._one(pool, i, due, request, on_done=lambda c=cursor: cursors.release(c)))
+                        self._spawn(self._one(pool, i, request, on_done=lambda c=cursor: cursors.release(c), due=due))
                 else:
-                    self._spawn(self._one(pool, i, due))
+                    self._spawn(self._one(pool, i, due=due))
                     i += 1
                 due += rng.expovariate(rate) if plan.poisson else interval
 

@@ -14,11 +14,14 @@ import math
 import multiprocessing
 import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+from ..addresses import host_of, is_loopback
 from .background import new_loop
 from .senders import make_sender
 from .server_side import ServerWindow, window_delta
@@ -32,13 +35,69 @@ START_DELAY_S = 0.2  # from the last worker ready to the shared start
 EDGE_WAIT_S = 5.0  # how long a closed window waits for the server's snapshot at its closing edge
 
 
-def auto_workers(concurrency: int | None = None, rate: float | None = None, cores: int | None = None) -> int:
-    """How many processes to use: one per 32 requests in flight (or 4000 requests/s), at most half
-    the cores (the other half is the server's when it runs on the same host), at least one."""
-    cores = cores or os.cpu_count() or 1
-    limit = max(1, cores // 2)
+def auto_workers(concurrency: int | None = None, rate: float | None = None, cores: int | None = None,
+                 server_here: bool = True) -> int:
+    """How many processes to use: one per 32 requests in flight (or 4000 requests/s), within the
+    client host's spare cores (spare_cores), at least one."""
+    limit = spare_cores(cores if cores is not None else usable_cores(), server_here)
     need = math.ceil((concurrency or 0) / IN_FLIGHT_PER_WORKER) if concurrency else math.ceil((rate or 0) / RATE_PER_WORKER)
     return max(1, min(limit, need))
+
+
+def on_this_host(target: str | None) -> bool:
+    """Whether the server at `target` (a URL or host:port) runs on this host: a loopback address,
+    or this host's own name. Unknown (None) counts as here, the cautious split."""
+    if not target:
+        return True
+    host = host_of(target)
+    return not host or is_loopback(host) or host == socket.gethostname()
+
+
+def spare_cores(cores: int, server_here: bool) -> int:
+    """The cores load workers may take: half of them when the server runs on this host too (the
+    other half is its own), else all but one (the parent reads the server and merges the windows)."""
+    return max(1, cores // 2 if server_here else cores - 1)
+
+
+def usable_cores(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The cores this process may run on: its CPU affinity (sched_getaffinity: what taskset or a
+    container's cpuset leaves it), lowered to the cgroup's CPU quota where one is set (cgroup v2
+    cpu.max, v1 cpu.cfs_quota_us: a pod's CPU limit), rounded up, at least one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = cgroup_cpu_quota(cgroup_root)
+    return max(1, min(cores, math.ceil(quota))) if quota else max(1, cores)
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup", membership: str = "/proc/self/cgroup") -> float | None:
+    """The CPUs this process's cgroup may use per period (quota / period), or None without a limit:
+    cgroup v2's cpu.max, else v1's cpu.cfs_quota_us / cpu.cfs_period_us, in this process's own
+    cgroup (from `membership`) and else at the root (a container sees its own cgroup as the root)."""
+    own = {"v2": "/", "v1": "/"}
+    try:
+        for line in Path(membership).read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if not controllers:
+                own["v2"] = path or "/"
+            elif "cpu" in controllers.split(","):
+                own["v1"] = path or "/"
+    except (OSError, ValueError):
+        pass
+    base = Path(root)
+    for directory in dict.fromkeys((base / own["v2"].lstrip("/"), base)):
+        try:
+            quota, period = (directory / "cpu.max").read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        except (OSError, ValueError):
+            continue
+    for mount in ("cpu", "cpu,cpuacct"):
+        for directory in dict.fromkeys((base / mount / own["v1"].lstrip("/"), base / mount)):
+            try:
+                quota_us = int((directory / "cpu.cfs_quota_us").read_text())
+                period_us = int((directory / "cpu.cfs_period_us").read_text())
+            except (OSError, ValueError):
+                continue
+            return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    return None
 
 
 def split(total: float, parts: int, integer: bool) -> list[float]:

@@ -8,7 +8,6 @@ the certificate can still be read and reported. Certificates are parsed with `cr
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import socket
 import ssl
 from dataclasses import dataclass, field
@@ -112,16 +111,6 @@ def _report(endpoint: str, der: bytes, protocol: str, cipher: str, verified: boo
         not_before=cert.not_valid_before_utc, not_after=cert.not_valid_after_utc,
         names=names, verified=verified, verify_error=error,
     )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only (a server there cannot be reached from elsewhere)."""
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def tls_settings(settings):

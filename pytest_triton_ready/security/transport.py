@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .tls import CertificateReport, TLSNotOffered, inspect_tls, is_loopback, tls_settings
+from ..addresses import is_loopback
+from .tls import CertificateReport, TLSNotOffered, inspect_tls, tls_settings
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder

@@ -21,7 +21,7 @@ from ...server.models import ready_decoupled_models
 from ..decision import Rule
 from ..judged import incomplete_unless_failed
 from ..plan_runners import PlanNotRun
-from ..workers import auto_workers
+from ..workers import auto_workers, on_this_host
 from .looks import StreamingLooks
 from .requests import StreamingPlan
 from .traffic import StreamingLoad, StreamingResult
@@ -87,7 +87,9 @@ class StreamingRun:
     def workers_for(self, concurrency: int | None, rate: float | None) -> int:
         """How many processes drive a measurement: `workers`, or with "auto" as many as the load needs
         and the host's cores allow (load/workers.auto_workers, as for unary measurements)."""
-        return auto_workers(concurrency, rate) if self.workers == "auto" else max(1, int(self.workers))
+        if self.workers != "auto":
+            return max(1, int(self.workers))
+        return auto_workers(concurrency, rate, server_here=on_this_host(self.triton.endpoints.grpc_url))
 
     def warmup_s(self, model: str) -> float:
         """`load_warmup_s`, or the shorter `load_rewarmup_s` for a model this run already streamed

@@ -1,0 +1,67 @@
+"""What benchmarks/vs_perf_analyzer.py writes (no server): the load both tools are asked for, the
+targets a case misses, and the section of docs/benchmarks.md it replaces."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def benchmark(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbour side_by_side
+    spec = importlib.util.spec_from_file_location("vs_perf_analyzer", BENCHMARKS / "vs_perf_analyzer.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "vs_perf_analyzer", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rows(pa: dict, engine: dict, rounds: int = 2) -> list[dict]:
+    return [{"tool": tool, **values, "round": n} for n in range(rounds)
+            for tool, values in (("perf_analyzer", pa), ("engine", engine))]
+
+
+def test_both_tools_are_asked_the_same_load(benchmark):
+    closed, paced = benchmark.Load("concurrency", 16), benchmark.Load("rate", 3500)
+    assert closed.perf_analyzer_args() == ["--concurrency-range", "16"] and closed.engine_args() == {"concurrency": 16}
+    assert paced.perf_analyzer_args() == ["--request-rate-range", "3500", "--request-distribution", "constant"]
+    assert paced.engine_args() == {"rate": 3500.0, "poisson": False}
+    assert (str(closed), str(paced)) == ("c16", "3500/s")
+
+
+def test_a_case_names_each_target_it_misses_with_its_ratio(benchmark):
+    pa = {"throughput": 4000.0, "p50_ms": 2.0, "p99_ms": 10.0, "cpu_us": 100.0}
+    case = benchmark.Case("grpc", benchmark.Load("concurrency", 16),
+                          rows(pa, {"throughput": 3900.0, "p50_ms": 2.1, "p99_ms": 12.0, "cpu_us": 90.0}),
+                          (0.5, 0, 0), (1.5, 0, 0))
+    assert case.misses() == ["throughput 0.975 (target >= 1)", "p99 1.200 (target <= 1.1)"]
+    table = benchmark.markdown_table([case])
+    assert "| gRPC c16 | 4,000 | 3,900 | 0.97 |" in table and "| 0.5 -> 1.5 |" in table
+    assert table.endswith("throughput 0.975 (target >= 1); p99 1.200 (target <= 1.1) |")
+
+
+def test_a_tool_without_results_leaves_the_case_without_medians(benchmark):
+    case = benchmark.Case("http", benchmark.Load("concurrency", 64),
+                          [{"tool": "perf_analyzer", "error": "exit 1", "round": 1}], (0, 0, 0), (0, 0, 0))
+    assert case.medians is None
+
+
+def test_the_docs_section_is_replaced_between_its_markers_and_placed_once(tmp_path):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from side_by_side import write_section
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nintro\n\n## Measured: older\n\nold table\n")
+    write_section(doc, "vs_perf_analyzer", "## Latest\n\nfirst table\n")
+    first = doc.read_text()
+    assert first.index("first table") < first.index("## Measured: older")
+    write_section(doc, "vs_perf_analyzer", "## Latest\n\nsecond table\n")
+    second = doc.read_text()
+    assert "second table" in second and "first table" not in second
+    assert second.count("<!-- vs_perf_analyzer: begin -->") == 1 and "old table" in second
