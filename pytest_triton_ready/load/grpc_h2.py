@@ -386,28 +386,22 @@ class H2Connection(asyncio.Protocol):
 
 
 class GrpcChannel:
-    """Unary gRPC calls to one host:port over `connections` H2Connections (each call on the one
-    with the fewest streams open), each opened on first use and opened anew once the server closed
-    or retired it. `unary(path, message, timeout_s)` gives None on success, else the reason,
-    worded as grpcio's (CODE: details)."""
+    """Unary gRPC calls to one host:port over an H2Connection, opened on first use and opened
+    anew once the server closed or retired it. `unary(path, message, timeout_s)` gives None on
+    success, else the reason, worded as grpcio's (CODE: details)."""
 
-    def __init__(self, target: str, metadata: Mapping[str, str] | None = None, connections: int = 1) -> None:
+    def __init__(self, target: str, metadata: Mapping[str, str] | None = None) -> None:
         host, _, port = target.rpartition(":")
         self.host = host.strip("[]") or "localhost"
         self.port = int(port)
         self.authority = target
         self.metadata = dict(metadata or {})
-        self.slots: list[H2Connection | None] = [None] * max(1, connections)
-        self.connecting: list[asyncio.Task | None] = [None] * len(self.slots)
+        self.connection: H2Connection | None = None
+        self.connecting: asyncio.Task | None = None
         self.blocks: dict[tuple[str, float], bytes] = {}
         import grpc
 
         self.code_names = {code.value[0]: code.name for code in grpc.StatusCode}
-
-    @property
-    def connection(self) -> H2Connection | None:
-        """The first connection (the only one, by default)."""
-        return self.slots[0]
 
     def block(self, path: str, timeout_s: float) -> bytes:
         key = (path, timeout_s)
@@ -416,27 +410,16 @@ class GrpcChannel:
             block = self.blocks[key] = header_block(path, self.authority, timeout_s, self.metadata)
         return block
 
-    def pick(self) -> int:
-        """The slot for the next call: an empty or unusable one first, else the least busy."""
-        best, fewest = 0, None
-        for slot, connection in enumerate(self.slots):
-            if connection is None or not connection.usable:
-                return slot
-            if fewest is None or len(connection.streams) < fewest:
-                best, fewest = slot, len(connection.streams)
-        return best
-
     async def unary(self, path: str, message: bytes, timeout_s: float) -> str | None:
         block = self.block(path, timeout_s)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         refused = None
         for _ in range(REFUSED_ATTEMPTS):
-            slot = self.pick() if len(self.slots) > 1 else 0
-            connection = self.slots[slot]
+            connection = self.connection
             if connection is None or not connection.usable:
                 try:
-                    connection = await asyncio.wait_for(asyncio.shield(self.connect(slot)), deadline - loop.time())
+                    connection = await asyncio.wait_for(asyncio.shield(self.connect()), deadline - loop.time())
                 except asyncio.TimeoutError:
                     return DEADLINE_EXCEEDED
                 except OSError as exc:
@@ -460,14 +443,13 @@ class GrpcChannel:
                 timer.cancel()
         return f"UNAVAILABLE: the server refused the stream {REFUSED_ATTEMPTS} times ({refused})"
 
-    def connect(self, slot: int = 0) -> asyncio.Task:
-        task = self.connecting[slot]
-        if task is None or task.done():
-            task = self.connecting[slot] = asyncio.ensure_future(self.open(slot))
-        return task
+    def connect(self) -> asyncio.Task:
+        if self.connecting is None or self.connecting.done():
+            self.connecting = asyncio.ensure_future(self.open())
+        return self.connecting
 
-    async def open(self, slot: int = 0) -> H2Connection:
-        """A new connection in `slot`, once the server's SETTINGS (its limits) have arrived."""
+    async def open(self) -> H2Connection:
+        """A new connection, once the server's SETTINGS (its limits) have arrived."""
         loop = asyncio.get_running_loop()
         _, connection = await loop.create_connection(lambda: H2Connection(self.code_names), self.host, self.port)
         try:
@@ -475,17 +457,15 @@ class GrpcChannel:
         except BaseException:
             connection.abort("UNAVAILABLE: no SETTINGS from the server")
             raise
-        self.slots[slot] = connection
+        self.connection = connection
         return connection
 
     async def close(self) -> None:
-        for slot, task in enumerate(self.connecting):
-            if task is not None and not task.done():
-                task.cancel()
-            connection = self.slots[slot]
-            if connection is not None:
-                connection.close()
-                self.slots[slot] = None
+        if self.connecting is not None and not self.connecting.done():
+            self.connecting.cancel()
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
 
 
 def plain_target(target: str) -> bool:
