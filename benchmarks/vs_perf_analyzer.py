@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--perf-analyzer", type=Path, default=DEFAULT_PERF_ANALYZER)
     parser.add_argument("--docs", type=Path, nargs="?", const=DEFAULT_DOCS,
                         help=f"write the table of medians into this Markdown file's `{DOCS_SECTION}` section "
-                             f"(default {DEFAULT_DOCS.relative_to(ROOT)})")
+                             f"(`{DOCS_SECTION}-paced` with --rate; default {DEFAULT_DOCS.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     if not args.perf_analyzer.exists():
         print(f"perf_analyzer not found at {args.perf_analyzer}: run ../shared/tools/get-perf-analyzer.sh .perf_analyzer",
@@ -180,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table)
     if args.docs:
-        write_section(args.docs, DOCS_SECTION, docs_text(measured, args, table))
-        print(f"\nwritten into {args.docs} (section {DOCS_SECTION})")
+        section = f"{DOCS_SECTION}-paced" if args.rate else DOCS_SECTION
+        write_section(args.docs, section, docs_text(measured, args, table))
+        print(f"\nwritten into {args.docs} (section {section})")
     return 0 if len(measured) == len(results) else 1
 
 
@@ -272,7 +273,8 @@ def docs_text(cases: list[Case], args, table: str) -> str:
         f"--{k.replace('_', '-')} {v}" for k, v in (("protocol", args.protocol), load,
                                                    ("rounds", args.rounds), ("window_s", f"{args.window_s:g}"),
                                                    ("stability", f"{args.stability:g}"))) + " --docs"
-    return (f"## Latest: the load engine against perf_analyzer ({time.strftime('%Y-%m-%d')})\n\n"
+    paced = ", paced requests (open loop)" if args.rate else ""
+    return (f"## Latest: the load engine against perf_analyzer{paced} ({time.strftime('%Y-%m-%d')})\n\n"
             f"Written by `{command}` on {machine_line()}; model {args.model}, batch {args.batch_size}, "
             f"{args.rounds} alternated rounds per run, windows of {args.window_s:g} s, both tools stable within "
             f"{args.stability:.0%}; engine event loop {', '.join(loops) or 'n/a'}, worker processes "

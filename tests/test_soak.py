@@ -673,3 +673,22 @@ def test_with_the_soak_off_evidence_of_this_deployment_passes_perf3_and_a_change
     differences = refused["reason"].split(f"soak evidence {kept} refused: ", 1)[1]
     assert differences.startswith("model scale: file 1/model.py changed (digest sha256:"), refused["reason"]
     assert ";" not in differences  # nothing else differs: same config, versions, launch and rate
+
+
+def test_a_flat_p99_while_the_runner_sent_late_is_undecided_not_a_pass():
+    """Latency counts from the send: a soak whose runner sent 88 of 100 requests late in a window
+    did not give the server the rate planned, so a flat p99 says nothing of it."""
+    from pytest_triton_ready.load.client_health import guard_soak
+
+    flat = [_window(i, p99=5) for i in range(20)]
+    assert "p99-drift" not in _failed_rules(evaluate(flat, _limits(), 1))
+    flat[18].late_sends = 88
+    evaluation = guard_soak(evaluate(flat, _limits(), 1), flat, _limits())
+    drift = [o for o in evaluation.outcomes if o.rule == "p99-drift"]
+    assert drift and all(o.passed is None for o in drift)  # evidence only: nothing judged
+    assert evaluation.undecided[-1].startswith("p99 drift: the load generator fell behind (88 late sends in window 18")
+    lagging = [_window(i, p99=5) for i in range(20)]
+    lagging[18].loop_lag_max_ms = 80.0  # answers read late: a flat p99 stands
+    kept = guard_soak(evaluate(lagging, _limits(), 1), lagging, _limits())
+    assert any(o.passed is True for o in kept.outcomes if o.rule == "p99-drift")
+    assert not any(u.startswith("p99 drift") for u in kept.undecided)

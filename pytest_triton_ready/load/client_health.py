@@ -9,7 +9,10 @@ Rule: a latency rule is not judged on windows in which the client fell behind (l
 requests). Where it would fail or stay undecided, it ends with the outcome "the load generator
 fell behind (88 late sends in window 18, loop lag 40 ms): run the client on its own cores or
 lower the rate", which makes the check INCOMPLETE, never a FAIL blamed on the server. A pass
-stands: a client behind only adds to the latency measured. A throughput measured while the
+stands on loop lag alone (a loop that reads answers late only adds to the latency measured), not
+on late sends: latency counts from the send (load/traffic.py), and a server sent that many
+requests late was not given the load planned, so a pass there is the same INCOMPLETE. A
+throughput measured while the
 client was saturated (CPU of at least `client_cpu_saturation` cores per load process, or a loop
 lag beyond the threshold) is a lower bound, "limited by the load generator".
 """
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .decision import FAIL, UNDECIDED, Judgement
+from .decision import FAIL, PASS, UNDECIDED, Judgement
 
 if TYPE_CHECKING:
     from ..record.recorder import CheckRecorder
@@ -83,6 +86,15 @@ def fell_behind(windows: Sequence[Any], limits: ClientLimits) -> str | None:
     return f"{BEHIND} ({text}{more}): {ADVICE}"
 
 
+def sent_late(windows: Sequence[Any], limits: ClientLimits) -> bool:
+    """Whether late sends exceeded `late_send_max` of the scheduled requests in any window."""
+    for window in windows:
+        late, _, scheduled = _health(window)
+        if scheduled and late / scheduled > limits.late_send_max:
+            return True
+    return False
+
+
 def is_behind(outcome: str) -> bool:
     """Whether a judgement's outcome is 'the load generator fell behind (...)'."""
     return outcome.startswith(BEHIND)
@@ -90,22 +102,27 @@ def is_behind(outcome: str) -> bool:
 
 def guard(judgements: Sequence[Judgement], windows: Sequence[Any], limits: ClientLimits) -> list[Judgement]:
     """The judgements, each latency rule that failed or stayed undecided on windows where the
-    client fell behind given that reason as its outcome instead."""
+    client fell behind given that reason as its outcome instead; a passed one too where the
+    client sent late (the server was not given the load planned)."""
     reason = fell_behind(windows, limits)
     if reason is None:
         return list(judgements)
-    return [replace(j, outcome=reason) if j.rule.unit in LATENCY_UNITS and j.outcome in (FAIL, UNDECIDED) else j
+    outcomes = (FAIL, UNDECIDED, PASS) if sent_late(windows, limits) else (FAIL, UNDECIDED)
+    return [replace(j, outcome=reason) if j.rule.unit in LATENCY_UNITS and j.outcome in outcomes else j
             for j in judgements]
 
 
 def guard_soak(evaluation: Any, windows: Sequence[Any], limits: Any) -> Any:
     """A soak's Evaluation (soak/judge.py), its failed latency rule (p99 drift) not a failure where
-    the client fell behind in a window: recorded for information, and the reason among the rules
-    left undecided (the soak ends INCOMPLETE). `limits`: the soak's {name: ThresholdValue}."""
-    reason = fell_behind(windows, ClientLimits.from_lookup(limits.__getitem__))
+    the client fell behind in a window, nor a pass where it sent late (guard's rule): recorded for
+    information, and the reason among the rules left undecided (the soak ends INCOMPLETE).
+    `limits`: the soak's {name: ThresholdValue}."""
+    client_limits = ClientLimits.from_lookup(limits.__getitem__)
+    reason = fell_behind(windows, client_limits)
     if reason is None:
         return evaluation
-    latency = [o for o in evaluation.outcomes if o.rule in SOAK_LATENCY_RULES and o.passed is False]
+    judged = (False, True) if sent_late(windows, client_limits) else (False,)
+    latency = [o for o in evaluation.outcomes if o.rule in SOAK_LATENCY_RULES and o.passed in judged]
     if not latency:
         return evaluation
     evaluation.outcomes = [replace(o, passed=None, threshold=None, finding=None) if o in latency else o
