@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .heap import frozen_heap
 from .requests import PreparedRequest, RequestPool, SequencePlan
 from .server_side import ServerProbe, ServerSnapshot, ServerWindow, window_delta
 from .stats import Stats, Tally
@@ -166,6 +167,12 @@ class Traffic:
 
     # -- running -----------------------------------------------------------------------------
     async def run(self) -> TrafficResult:
+        """Send the plan's traffic until its duration ends or `stop()`, with the process's objects
+        kept out of the collector's scans meanwhile (load/heap.py)."""
+        with frozen_heap():
+            return await self._run()
+
+    async def _run(self) -> TrafficResult:
         plan = self.plan
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..heap import frozen_heap
 from ..timeline import Timeline
 from .requests import StreamingPlan, build_request, decode_outputs, is_final, output_problems, response_tokens, text_of
 from .stats import RequestRecord, StreamStats, StreamTally, StuckRequest
@@ -316,11 +317,15 @@ class StreamingLoad:
         from ..background import shared_loop
 
         try:  # gRPC's asyncio binds to the first loop it meets: every run uses the engine's one loop
-            asyncio.run_coroutine_threadsafe(self._run(), shared_loop()).result()
+            asyncio.run_coroutine_threadsafe(self._run_frozen(), shared_loop()).result()
         except BaseException as exc:  # noqa: BLE001 - re-raised in wait()
             self._error = exc
         finally:
             self._started.set()  # nobody waits for a start that failed
+
+    async def _run_frozen(self) -> None:
+        with frozen_heap():  # the process's objects out of the collector's scans meanwhile (load/heap.py)
+            await self._run()
 
     async def _run(self) -> None:
         import grpc
