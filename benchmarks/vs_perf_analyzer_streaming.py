@@ -5,6 +5,7 @@ and time to first token side by side, the responses/s ratio printed last.
     python benchmarks/vs_perf_analyzer_streaming.py                  # embedded server, demo `generate`, c=8
     python benchmarks/vs_perf_analyzer_streaming.py --rounds 5 --concurrency 16 --max-tokens 64
     python benchmarks/vs_perf_analyzer_streaming.py --delays 0,0     # no model delays: the clients' own limit
+    python benchmarks/vs_perf_analyzer_streaming.py --rounds 4 --docs  # the table into docs/benchmarks.md
     python benchmarks/vs_perf_analyzer_streaming.py --url http://HOST:8000 --grpc-url HOST:8001 --model generate
 
 perf_analyzer comes from ../shared/tools/get-perf-analyzer.sh (into .perf_analyzer/, ignored by git).
@@ -29,13 +30,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from side_by_side import medians, print_table  # noqa: E402
+from side_by_side import machine_line, medians, print_table, write_section  # noqa: E402
 
 from pytest_triton_ready.load.streaming.requests import StreamingPlan  # noqa: E402
 from pytest_triton_ready.load.streaming.traffic import STREAMING_DEMO_REPOSITORY, StreamingLoad, default_prompts  # noqa: E402
 from pytest_triton_ready.server.client import TritonClient  # noqa: E402
 
 DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"
+DEFAULT_DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS_SECTION = "vs_perf_analyzer-streaming"
+KEYS = ("responses_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "latency_p50_ms")
+LABELS = {"responses_per_s": "responses/s", "requests_per_s": "requests/s", "ttft_p50_ms": "TTFT p50 (ms)",
+          "ttft_p99_ms": "TTFT p99 (ms)", "latency_p50_ms": "request latency p50 (ms)"}
 
 
 def _percentile(values: list[float], p: float) -> float | None:
@@ -131,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-s", type=float, default=2.0)
     parser.add_argument("--delays", help="FIRST_MS,TOKEN_MS: serve a copy of the demo model with these delays")
     parser.add_argument("--perf-analyzer", type=Path, default=DEFAULT_PERF_ANALYZER)
+    parser.add_argument("--docs", type=Path, nargs="?", const=DEFAULT_DOCS,
+                        help=f"write the table of medians into this Markdown file's `{DOCS_SECTION}` section "
+                             f"(default {DEFAULT_DOCS.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     if not args.perf_analyzer.exists():
         print(f"perf_analyzer not found at {args.perf_analyzer}: run ../shared/tools/get-perf-analyzer.sh .perf_analyzer",
@@ -198,7 +207,7 @@ def _line(row: dict) -> str:
 
 
 def _summary(rows: list[dict], args, load_before, load_after) -> int:
-    keys = ("responses_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "latency_p50_ms")
+    keys = KEYS
     med = medians(rows, keys)
     if med is None:
         return 1
@@ -211,7 +220,28 @@ def _summary(rows: list[dict], args, load_before, load_after) -> int:
     print_table(med, {key: key for key in keys}, digits=2)
     ratio = med["engine"]["responses_per_s"] / med["perf_analyzer"]["responses_per_s"]
     print(f"responses/s ratio engine/perf_analyzer: {ratio:.3f}")
+    if args.docs:
+        write_section(args.docs, DOCS_SECTION, docs_text(med, runs, args, load_before, load_after))
+        print(f"written into {args.docs} (section {DOCS_SECTION})")
     return 0
+
+
+def docs_text(med: dict, runs: dict, args, load_before, load_after) -> str:
+    """The medians as a Markdown section: the command, the machine, the load average, one row per figure."""
+    command = (f"python benchmarks/vs_perf_analyzer_streaming.py --concurrency {args.concurrency} --max-tokens "
+               f"{args.max_tokens} --rounds {args.rounds} --window-s {args.window_s:g}"
+               f"{' --delays ' + args.delays if args.delays else ''} --docs")
+    lines = [f"## Latest: streaming against perf_analyzer --streaming ({time.strftime('%Y-%m-%d')})", "",
+             f"Written by `{command}` on {machine_line()}; model {args.model}"
+             f"{' (delays ' + args.delays + ' ms)' if args.delays else ''}, gRPC ModelStreamInfer, "
+             f"{args.concurrency} streams with one request in flight each, {args.max_tokens} tokens per request, "
+             f"{runs['perf_analyzer']} + {runs['engine']} runs alternated; load average {load_before[0]:.1f} -> "
+             f"{load_after[0]:.1f}. Medians; the ratio is engine / perf_analyzer.", "",
+             "| median of runs | perf_analyzer | engine | engine / pa |", "| --- | ---: | ---: | ---: |"]
+    for key in KEYS:
+        pa, en = med["perf_analyzer"][key], med["engine"][key]
+        lines.append(f"| {LABELS[key]} | {pa:,.2f} | {en:,.2f} | {en / pa if pa else float('nan'):.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

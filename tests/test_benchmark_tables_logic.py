@@ -65,3 +65,21 @@ def test_the_docs_section_is_replaced_between_its_markers_and_placed_once(tmp_pa
     second = doc.read_text()
     assert "second table" in second and "first table" not in second
     assert second.count("<!-- vs_perf_analyzer: begin -->") == 1 and "old table" in second
+
+
+def test_the_streaming_benchmark_writes_its_medians_with_the_command_and_load_average(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("vs_perf_analyzer_streaming",
+                                                  BENCHMARKS / "vs_perf_analyzer_streaming.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "vs_perf_analyzer_streaming", module)
+    spec.loader.exec_module(module)
+    figures = dict.fromkeys(module.KEYS, 10.0)
+    med = {"perf_analyzer": figures, "engine": {**figures, "responses_per_s": 12.0}}
+    args = SimpleNamespace(concurrency=8, max_tokens=32, rounds=4, window_s=2.0, delays=None, model="generate")
+    text = module.docs_text(med, {"perf_analyzer": 4, "engine": 4}, args, (0.4, 0, 0), (1.2, 0, 0))
+    assert "--concurrency 8 --max-tokens 32 --rounds 4 --window-s 2 --docs" in text
+    assert "load average 0.4 -> 1.2" in text and "4 + 4 runs" in text
+    assert "| responses/s | 10.00 | 12.00 | 1.20 |" in text
