@@ -38,6 +38,7 @@ from pytest_triton_ready.server.client import TritonClient  # noqa: E402
 
 DEFAULT_PERF_ANALYZER = ROOT / ".perf_analyzer" / "perf_analyzer"
 DEFAULT_DOCS = ROOT / "docs" / "benchmarks.md"
+PERF_ANALYZER_TIMEOUT_S = 180
 DOCS_SECTION = "vs_perf_analyzer-streaming"
 KEYS = ("responses_per_s", "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "latency_p50_ms")
 LABELS = {"responses_per_s": "responses/s", "requests_per_s": "requests/s", "ttft_p50_ms": "TTFT p50 (ms)",
@@ -77,7 +78,10 @@ def run_perf_analyzer(binary: Path, model: str, grpc_url: str, concurrency: int,
                    "--stability-percentage", "10", "--max-trials", "10", "--input-data", str(inputs),
                    "--profile-export-file", str(export)]
         started = time.monotonic()
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=PERF_ANALYZER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return {"tool": "perf_analyzer", "error": f"did not finish within {PERF_ANALYZER_TIMEOUT_S} s"}
         elapsed = time.monotonic() - started
         if proc.returncode != 0 or not export.exists():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
@@ -152,10 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from pytest_triton_ready.launchers.embedded import EmbeddedLauncher
 
-        repository = args.repository
-        if args.delays:
-            repository = _with_delays(args.repository, *args.delays.split(","))
-        launcher = EmbeddedLauncher(repository)
+        launcher = EmbeddedLauncher(_benchmark_copy(args.repository, args.delays))
         endpoints = launcher.start()
         http_url, grpc_url = endpoints.http_url, endpoints.grpc_url
     try:
@@ -183,19 +184,37 @@ def main(argv: list[str] | None = None) -> int:
     return _summary(rows, args, load_before, load_after)
 
 
-def _with_delays(source: Path, first_ms: str, token_ms: str) -> Path:
-    """A copy of the repository with the demo model's first-token and per-token delays set."""
+def _benchmark_copy(source: Path, delays: str | None) -> Path:
+    """A copy of the repository perf_analyzer can drive: the demo's iterative sequence batching
+    left out (perf_analyzer 2.41's --streaming sends no sequence flags the iterative mode ends a
+    stream on, and waits forever), so `generate` runs in its thread mode; with `delays`
+    ("FIRST_MS,TOKEN_MS") its first-token and per-token delays set."""
     import re
     import shutil
 
     target = Path(tempfile.mkdtemp(prefix="streaming-bench-")) / "models"
     shutil.copytree(source, target)
     for config in target.glob("*/config.pbtxt"):
-        text = config.read_text()
-        text = re.sub(r'(first_token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{first_ms}"', text)
-        text = re.sub(r'(token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{token_ms}"', text)
+        text = _without_block(config.read_text(), "sequence_batching")
+        if delays:
+            first_ms, token_ms = delays.split(",")
+            text = re.sub(r'(first_token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{first_ms}"', text)
+            text = re.sub(r'(token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{token_ms}"', text)
         config.write_text(text)
     return target
+
+
+def _without_block(text: str, name: str) -> str:
+    """A model config's text with the block `name { ... }` (nested braces and all) left out."""
+    start = text.find(f"{name} {{")
+    if start < 0:
+        return text
+    depth, end = 0, start
+    for end in range(text.index("{", start), len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            break
+    return text[:start] + text[end + 1:].lstrip("\n")
 
 
 def _line(row: dict) -> str:
@@ -221,8 +240,9 @@ def _summary(rows: list[dict], args, load_before, load_after) -> int:
     ratio = med["engine"]["responses_per_s"] / med["perf_analyzer"]["responses_per_s"]
     print(f"responses/s ratio engine/perf_analyzer: {ratio:.3f}")
     if args.docs:
-        write_section(args.docs, DOCS_SECTION, docs_text(med, runs, args, load_before, load_after))
-        print(f"written into {args.docs} (section {DOCS_SECTION})")
+        section = DOCS_SECTION + (f"-delays-{args.delays.replace(',', '-')}" if args.delays else "")
+        write_section(args.docs, section, docs_text(med, runs, args, load_before, load_after))
+        print(f"written into {args.docs} (section {section})")
     return 0
 
 
