@@ -4,7 +4,6 @@ docs/benchmarks.md a benchmark writes its latest table into."""
 
 from __future__ import annotations
 
-import os
 import platform
 import statistics
 import sys
@@ -40,8 +39,9 @@ def machine_line() -> str:
     if cpuinfo.exists():
         model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
                       if line.startswith("model name")), "")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model or platform.machine()}, {cores} cores usable, Python {platform.python_version()}"
+    from pytest_triton_ready.load.workers import usable_cores
+
+    return f"{model or platform.machine()}, {usable_cores()} cores usable, Python {platform.python_version()}"
 
 
 def write_section(path: Path, name: str, text: str) -> None:

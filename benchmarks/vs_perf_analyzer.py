@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,7 +218,7 @@ class Case:
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
 
-    @property
+    @cached_property
     def medians(self) -> dict[str, dict[str, float]] | None:
         return medians(self.rows, KEYS)
 
@@ -244,7 +245,7 @@ def _listed(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
         if allowed is not None and item not in allowed:
             raise ValueError(f"{item!r} is not one of {', '.join(allowed)}")
         if allowed is None and not item.isdigit():
-            raise ValueError(f"{item!r} is not a number of requests in flight")
+            raise ValueError(f"{item!r} is not a whole number (requests in flight or requests/s)")
     return items
 
 

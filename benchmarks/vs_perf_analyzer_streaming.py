@@ -188,33 +188,25 @@ def _benchmark_copy(source: Path, delays: str | None) -> Path:
     """A copy of the repository perf_analyzer can drive: the demo's iterative sequence batching
     left out (perf_analyzer 2.41's --streaming sends no sequence flags the iterative mode ends a
     stream on, and waits forever), so `generate` runs in its thread mode; with `delays`
-    ("FIRST_MS,TOKEN_MS") its first-token and per-token delays set."""
-    import re
+    ("FIRST_MS,TOKEN_MS") its first-token and per-token delays set. Configs are rewritten through
+    Triton's ModelConfig protobuf (lint/modelconfig.py)."""
     import shutil
+
+    from google.protobuf import text_format
+
+    from pytest_triton_ready.lint.modelconfig import parse_config_text
 
     target = Path(tempfile.mkdtemp(prefix="streaming-bench-")) / "models"
     shutil.copytree(source, target)
-    for config in target.glob("*/config.pbtxt"):
-        text = _without_block(config.read_text(), "sequence_batching")
+    for path in target.glob("*/config.pbtxt"):
+        config = parse_config_text(path.read_text(), str(path))
+        config.ClearField("sequence_batching")
         if delays:
-            first_ms, token_ms = delays.split(",")
-            text = re.sub(r'(first_token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{first_ms}"', text)
-            text = re.sub(r'(token_delay_ms", value: \{ string_value: )"[^"]*"', rf'\1"{token_ms}"', text)
-        config.write_text(text)
+            for key, value in zip(("first_token_delay_ms", "token_delay_ms"), delays.split(","), strict=True):
+                if key in config.parameters:
+                    config.parameters[key].string_value = value
+        path.write_text(text_format.MessageToString(config))
     return target
-
-
-def _without_block(text: str, name: str) -> str:
-    """A model config's text with the block `name { ... }` (nested braces and all) left out."""
-    start = text.find(f"{name} {{")
-    if start < 0:
-        return text
-    depth, end = 0, start
-    for end in range(text.index("{", start), len(text)):
-        depth += {"{": 1, "}": -1}.get(text[end], 0)
-        if depth == 0:
-            break
-    return text[:start] + text[end + 1:].lstrip("\n")
 
 
 def _line(row: dict) -> str:
@@ -226,8 +218,7 @@ def _line(row: dict) -> str:
 
 
 def _summary(rows: list[dict], args, load_before, load_after) -> int:
-    keys = KEYS
-    med = medians(rows, keys)
+    med = medians(rows, KEYS)
     if med is None:
         return 1
     runs = {tool: sum(1 for r in rows if r["tool"] == tool and "error" not in r) for tool in med}
@@ -236,7 +227,7 @@ def _summary(rows: list[dict], args, load_before, load_after) -> int:
           f"concurrency {args.concurrency}, {args.max_tokens} tokens per request, "
           f"{runs['perf_analyzer']} + {runs['engine']} runs; load average {load_before[0]:.1f} -> {load_after[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    print_table(med, {key: key for key in keys}, digits=2)
+    print_table(med, {key: key for key in KEYS}, digits=2)
     ratio = med["engine"]["responses_per_s"] / med["perf_analyzer"]["responses_per_s"]
     print(f"responses/s ratio engine/perf_analyzer: {ratio:.3f}")
     if args.docs:

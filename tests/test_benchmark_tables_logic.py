@@ -1,5 +1,6 @@
-"""What benchmarks/vs_perf_analyzer.py writes (no server): the load both tools are asked for, the
-targets a case misses, and the section of docs/benchmarks.md it replaces."""
+"""What benchmarks/vs_perf_analyzer.py and vs_perf_analyzer_streaming.py compute and write (no
+server): the engine's CPU per request, the load both tools are asked for, the targets a case
+misses, and the section of docs/benchmarks.md they replace."""
 
 import importlib.util
 import sys
@@ -10,14 +11,28 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-@pytest.fixture
-def benchmark(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbour side_by_side
-    spec = importlib.util.spec_from_file_location("vs_perf_analyzer", BENCHMARKS / "vs_perf_analyzer.py")
+def load_script(monkeypatch, name: str):
+    """benchmarks/NAME.py as a module (it imports its neighbour side_by_side; its dataclasses look
+    themselves up in sys.modules)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "vs_perf_analyzer", module)
+    monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def benchmark(monkeypatch):
+    return load_script(monkeypatch, "vs_perf_analyzer")
+
+
+def test_the_benchmark_divides_the_engines_cpu_by_every_request_answered_warmup_included(benchmark):
+    from types import SimpleNamespace
+
+    windows = [SimpleNamespace(stats=SimpleNamespace(attempted=100)) for _ in range(3)]
+    assert benchmark.engine_requests(SimpleNamespace(traffic=SimpleNamespace(completed=360), windows=windows)) == 360
+    assert benchmark.engine_requests(SimpleNamespace(traffic=None, windows=windows)) == 300
 
 
 def rows(pa: dict, engine: dict, rounds: int = 2) -> list[dict]:
@@ -70,12 +85,7 @@ def test_the_docs_section_is_replaced_between_its_markers_and_placed_once(tmp_pa
 def test_the_streaming_benchmark_writes_its_medians_with_the_command_and_load_average(monkeypatch):
     from types import SimpleNamespace
 
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("vs_perf_analyzer_streaming",
-                                                  BENCHMARKS / "vs_perf_analyzer_streaming.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "vs_perf_analyzer_streaming", module)
-    spec.loader.exec_module(module)
+    module = load_script(monkeypatch, "vs_perf_analyzer_streaming")
     figures = dict.fromkeys(module.KEYS, 10.0)
     med = {"perf_analyzer": figures, "engine": {**figures, "responses_per_s": 12.0}}
     args = SimpleNamespace(concurrency=8, max_tokens=32, rounds=4, window_s=2.0, delays=None, model="generate")

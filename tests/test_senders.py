@@ -6,7 +6,6 @@ tritonserver: tests/test_load.py."""
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import grpc
 import numpy as np
@@ -113,19 +112,3 @@ def test_a_request_made_unique_changes_only_its_counter_bytes():
     sent = request.grpc_bytes(7)
     assert sent[:4] == b"head" and sent[8:] == body[4:]
     assert np.frombuffer(sent[4:8], dtype=np.float32)[0] == 7.0
-
-
-def test_the_benchmark_divides_the_engines_cpu_by_every_request_answered_warmup_included(monkeypatch):
-    import importlib.util
-    from pathlib import Path
-    from types import SimpleNamespace
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "vs_perf_analyzer.py"
-    monkeypatch.syspath_prepend(str(path.parent))  # the script imports its neighbour side_by_side
-    spec = importlib.util.spec_from_file_location("vs_perf_analyzer", path)
-    benchmark = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "vs_perf_analyzer", benchmark)  # its dataclasses look themselves up there
-    spec.loader.exec_module(benchmark)
-    windows = [SimpleNamespace(stats=SimpleNamespace(attempted=100)) for _ in range(3)]
-    assert benchmark.engine_requests(SimpleNamespace(traffic=SimpleNamespace(completed=360), windows=windows)) == 360
-    assert benchmark.engine_requests(SimpleNamespace(traffic=None, windows=windows)) == 300
